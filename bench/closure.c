@@ -1,0 +1,119 @@
+/* bench/closure: the cost of the closure path.
+ *
+ * For the Rosenbrock step, the zero zero_grad and the Rosenbrock backward it
+ * measures nanoseconds per evaluation of (1) the three plugin functions
+ * called directly from C, (2) the same three through the loopkit closure
+ * pointer an optimizer receives, and (3) that pointer with the simple
+ * profiler on. Rounds interleave the three; medians are printed.
+ *
+ * Run from the build tree: LOOPKIT_PLUGIN_PATH=plugins/.libs bench/closure */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <loopkit/loopkit.h>
+
+#define ROUNDS 15
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return v[n / 2];
+}
+
+static lk_run *open_run(const char *dir, int n, const char *profiler) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "[loop]\nmax_steps = 1\n[plugins]\nstep = rosenbrock\n"
+           "optimizer = sgd\n%s%s\n[rosenbrock]\nn = %d\n",
+           profiler ? "profiler = " : "", profiler ? profiler : "", n);
+  lk_config *cfg;
+  lk_run *run = NULL;
+  lk_run_options opts = {.out_dir = dir};
+  if (lk_config_parse("bench.ini", text, &cfg) != 0 ||
+      lk_run_new(cfg, &opts, &run) != 0) {
+    fprintf(stderr, "bench/closure: %s\n", lk_last_error());
+    exit(1);
+  }
+  lk_config_free(cfg);
+  return run;
+}
+
+static volatile double sink;
+
+static void bench(int n, long iters, const char *tmp) {
+  char d1[512], d2[512];
+  snprintf(d1, sizeof d1, "%s/plain-%d", tmp, n);
+  snprintf(d2, sizeof d2, "%s/profiled-%d", tmp, n);
+  lk_run *plain = open_run(d1, n, NULL), *prof = open_run(d2, n, "simple");
+
+  const lk_descriptor *sd, *zd, *bd;
+  void *s = lk_run_instance(plain, "step", &sd);
+  void *z = lk_run_instance(plain, "zero_grad", &zd);
+  void *b = lk_run_instance(plain, "backward", &bd);
+  size_t np;
+  lk_tensor *const *params = lk_run_params(plain, &np);
+  lk_batch batch = {0};
+  lk_closure_fn closure = lk_run_closure(plain);
+  lk_closure_fn profiled = lk_run_closure(prof);
+
+  double direct[ROUNDS], through[ROUNDS], profiling[ROUNDS];
+  for (int r = 0; r < ROUNDS; r++) {
+    double t0 = now_ns();
+    for (long i = 0; i < iters; i++) {
+      lk_step_result res;
+      res.has_loss = false;
+      res.n_metrics = 0;
+      sd->step->training_step(s, &batch, &res);
+      zd->zero_grad->zero_grad(z, params, np);
+      bd->backward->backward(b, &batch, 1.0);
+      sink = res.loss;
+    }
+    double t1 = now_ns();
+    for (long i = 0; i < iters; i++)
+      sink = closure();
+    double t2 = now_ns();
+    for (long i = 0; i < iters; i++)
+      sink = profiled();
+    double t3 = now_ns();
+    direct[r] = (t1 - t0) / (double)iters;
+    through[r] = (t2 - t1) / (double)iters;
+    profiling[r] = (t3 - t2) / (double)iters;
+  }
+  double md = median(direct, ROUNDS), mc = median(through, ROUNDS),
+         mp = median(profiling, ROUNDS);
+  printf("%-6d %14.1f %14.1f %14.1f %10.3f %12.1f %12.1f\n", n, md, mc, mp,
+         mc / md, mc - md, mp - mc);
+  lk_run_free(plain);
+  lk_run_free(prof);
+}
+
+int main(int argc, char **argv) {
+  long iters = argc > 1 ? atol(argv[1]) : 2000000;
+  char tmp[] = "/tmp/lk-bench-closure.XXXXXX";
+  if (!mkdtemp(tmp)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  printf("bench/closure: ns per evaluation, median of %d rounds of %ld\n",
+         ROUNDS, iters);
+  printf("%-6s %14s %14s %14s %10s %12s %12s\n", "n", "direct", "closure",
+         "closure+prof", "ratio", "overhead", "profiler");
+  bench(2, iters, tmp);
+  bench(100, iters / 20, tmp);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  return system(cmd) == 0 ? 0 : 1;
+}

@@ -1,0 +1,87 @@
+/* loopkit — training runs, plugins and checkpoints, for hosts such as the
+ * loopkit command. */
+#ifndef LOOPKIT_RUN_H
+#define LOOPKIT_RUN_H
+
+#include <stdio.h>
+
+#include "loopkit/config.h"
+#include "loopkit/export.h"
+#include "loopkit/host.h"
+#include "loopkit/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- plugins ------------------------------------------------------------ */
+
+typedef struct lk_plugin lk_plugin; /* a loaded shared object */
+
+/* Loads NAME: a name ([A-Za-z0-9_-]+) searched in LOOPKIT_PLUGIN_PATH and
+ * then the installed plugin directory, or a path containing '/'. Errors name
+ * the plugin, every path tried and dlerror's text. */
+LK_API int lk_plugin_open(const char *name, lk_plugin **out);
+LK_API void lk_plugin_close(lk_plugin *p);
+LK_API const lk_descriptor *lk_plugin_desc(const lk_plugin *p);
+LK_API const char *lk_plugin_path(const lk_plugin *p);
+
+/* "step,backward" — the kinds P implements, into BUF. */
+LK_API const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len);
+
+/* Calls EACH with the path of every NAME.so on the search path, in search
+ * order; a name found twice is reported once (the first wins). */
+LK_API int lk_plugin_scan(int (*each)(void *user, const char *name,
+                                      const char *path),
+                          void *user);
+
+/* The installed plugin directory, compiled in. */
+LK_API const char *lk_plugin_dir(void);
+
+/* "int", "double", "bool", "string", "enum", "doubles". */
+LK_API const char *lk_option_type_name(lk_option_type type);
+
+/* ---- runs --------------------------------------------------------------- */
+
+typedef struct lk_run_options {
+  const char *out_dir; /* NULL: a new runs/<config name>-<N> */
+  const char *resume;  /* checkpoint to resume from, or NULL */
+  lk_log_fn log;       /* NULL: messages are dropped */
+  void *log_user;
+  lk_log_level verbosity;
+} lk_run_options;
+
+typedef struct lk_run lk_run;
+
+/* Validates CFG, loads and creates the plugins, makes the run directory.
+ * Fails (nothing trained) on any config or plugin error. */
+LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
+                      lk_run **out);
+
+/* Trains. 0 when training finished (or was stopped by a callback). */
+LK_API int lk_run_train(lk_run *run);
+
+LK_API const char *lk_run_dir(const lk_run *run);
+
+/* "trained N steps (E epochs) in T s; last loss L; run directory D". */
+LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);
+
+/* Introspection for hosts, tests and benchmarks: the closure pointer the
+ * optimizer receives (with whatever wrapping the config asks for), the
+ * parameters, and the instance (self) playing ROLE with its descriptor. */
+LK_API lk_closure_fn lk_run_closure(lk_run *run);
+LK_API lk_tensor *const *lk_run_params(lk_run *run, size_t *n);
+LK_API void *lk_run_instance(lk_run *run, const char *role,
+                             const lk_descriptor **desc);
+LK_API void lk_run_free(lk_run *run);
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+/* Prints every parameter of the checkpoint at PATH, one value a line:
+ * NAME[INDEX] VALUE (%.17g for f64, %.9g for f32). */
+LK_API int lk_checkpoint_dump(const char *path, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

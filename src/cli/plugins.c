@@ -1,0 +1,84 @@
+/* loopkit plugins, inspect, dump. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int list_one(void *user, const char *name, const char *path) {
+  int *broken = user;
+  lk_plugin *p;
+  if (lk_plugin_open(path, &p) != 0) {
+    printf("%-16s %-28s %-8s %s\n", name, "(cannot load)", "-", path);
+    fprintf(stderr, "loopkit: %s\n", lk_last_error());
+    (*broken)++;
+    return 0;
+  }
+  const lk_descriptor *d = lk_plugin_desc(p);
+  char kinds[128];
+  printf("%-16s %-28s %-8s %s\n    %s\n", d->name,
+         lk_plugin_kinds(p, kinds, sizeof kinds), d->version ? d->version : "?",
+         path, d->summary ? d->summary : "");
+  lk_plugin_close(p);
+  return 0;
+}
+
+int cli_plugins(int argc, char **argv) {
+  (void)argv;
+  if (argc != 0) {
+    cli_error("plugins takes no arguments");
+    return EXIT_USAGE;
+  }
+  int broken = 0;
+  printf("%-16s %-28s %-8s %s\n", "NAME", "KINDS", "VERSION", "PATH");
+  if (lk_plugin_scan(list_one, &broken) != 0) {
+    cli_error("%s", lk_last_error());
+    return EXIT_FAILED;
+  }
+  return broken ? EXIT_FAILED : 0;
+}
+
+int cli_inspect(int argc, char **argv) {
+  if (argc != 1) {
+    cli_error("usage: loopkit inspect NAME");
+    return EXIT_USAGE;
+  }
+  lk_plugin *p;
+  if (lk_plugin_open(argv[0], &p) != 0) {
+    cli_error("%s", lk_last_error());
+    return EXIT_USAGE;
+  }
+  const lk_descriptor *d = lk_plugin_desc(p);
+  char kinds[128];
+  printf("name:    %s\nkinds:   %s\nversion: %s\npath:    %s\nsummary: %s\n"
+         "abi:     %u.%u\n",
+         d->name, lk_plugin_kinds(p, kinds, sizeof kinds),
+         d->version ? d->version : "?", lk_plugin_path(p),
+         d->summary ? d->summary : "", d->abi_version >> 16,
+         d->abi_version & 0xffff);
+  if (!d->options || !d->options[0].name) {
+    printf("options: none\n");
+  } else {
+    printf("options:\n");
+    for (const lk_option *o = d->options; o->name; o++) {
+      printf("  %-24s %-8s default %s\n", o->name,
+             o->type == LK_OPT_ENUM ? o->choices : lk_option_type_name(o->type),
+             o->def ? o->def : "(required)");
+      if (o->help)
+        printf("      %s\n", o->help);
+    }
+  }
+  lk_plugin_close(p);
+  return 0;
+}
+
+int cli_dump(int argc, char **argv) {
+  if (argc != 1) {
+    cli_error("usage: loopkit dump CKPT");
+    return EXIT_USAGE;
+  }
+  if (lk_checkpoint_dump(argv[0], stdout) != 0) {
+    cli_error("%s", lk_last_error());
+    return EXIT_USAGE;
+  }
+  return 0;
+}

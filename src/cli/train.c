@@ -1,0 +1,102 @@
+/* loopkit train: config, overrides, run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void log_stderr(void *user, lk_log_level level, const char *msg) {
+  (void)user;
+  const char *tag = level == LK_LOG_ERROR  ? "error: "
+                    : level == LK_LOG_WARN ? "warning: "
+                                           : "";
+  fprintf(stderr, "%s%s\n", tag, msg);
+}
+
+static int value_of(int argc, char **argv, int *i, const char *opt,
+                    const char **out) {
+  if (*i + 1 >= argc) {
+    cli_error("train: %s needs a value", opt);
+    return -1;
+  }
+  *out = argv[++*i];
+  return 0;
+}
+
+int cli_train(int argc, char **argv) {
+  const char *config = NULL, *out = NULL, *resume = NULL;
+  bool quiet = false;
+  /* Overrides are applied after the file is read, in order. */
+  const char *sets[256];
+  int n_sets = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--set")) {
+      if (n_sets == 256) {
+        cli_error("train: too many --set");
+        return EXIT_USAGE;
+      }
+      if (value_of(argc, argv, &i, a, &sets[n_sets]) != 0)
+        return EXIT_USAGE;
+      n_sets++;
+    } else if (!strncmp(a, "--set=", 6) && n_sets < 256) {
+      sets[n_sets++] = a + 6;
+    } else if (!strcmp(a, "--out")) {
+      if (value_of(argc, argv, &i, a, &out) != 0)
+        return EXIT_USAGE;
+    } else if (!strcmp(a, "--resume")) {
+      if (value_of(argc, argv, &i, a, &resume) != 0)
+        return EXIT_USAGE;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = true;
+    } else if (a[0] == '-' && a[1]) {
+      cli_error("train: unknown option \"%s\"; accepted: --set SECTION.KEY="
+                "VALUE, --out DIR, --resume CKPT, --quiet",
+                a);
+      return EXIT_USAGE;
+    } else if (!config) {
+      config = a;
+    } else {
+      cli_error("train: more than one config (\"%s\" and \"%s\")", config, a);
+      return EXIT_USAGE;
+    }
+  }
+  if (!config) {
+    cli_error("train: no config file (loopkit train CONFIG.ini)");
+    return EXIT_USAGE;
+  }
+  lk_config *cfg = NULL;
+  if (lk_config_load(config, &cfg) != 0) {
+    cli_error("%s", lk_last_error());
+    return EXIT_USAGE;
+  }
+  for (int i = 0; i < n_sets; i++)
+    if (lk_config_set(cfg, sets[i]) != 0) {
+      cli_error("%s", lk_last_error());
+      lk_config_free(cfg);
+      return EXIT_USAGE;
+    }
+  lk_run_options opts = {
+      .out_dir = out,
+      .resume = resume,
+      .log = log_stderr,
+      .verbosity = quiet ? LK_LOG_ERROR : LK_LOG_INFO,
+  };
+  lk_run *run = NULL;
+  if (lk_run_new(cfg, &opts, &run) != 0) {
+    cli_error("%s", lk_last_error());
+    lk_config_free(cfg);
+    return EXIT_USAGE;
+  }
+  lk_config_free(cfg);
+  int rc = lk_run_train(run);
+  char summary[1024];
+  lk_run_summary(run, summary, sizeof summary);
+  if (rc != 0) {
+    cli_error("training failed: %s", lk_last_error());
+    fprintf(stderr, "loopkit: %s\n", summary);
+  } else {
+    printf("%s\n", summary);
+  }
+  lk_run_free(run);
+  return rc == 0 ? EXIT_TRAINED : EXIT_FAILED;
+}

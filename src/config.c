@@ -1,0 +1,546 @@
+/* INI config files: syntax, storage and where each key came from.
+ *
+ * Which sections and keys are allowed is decided by the run, not here; this
+ * file only reads lines, keeps the entries, and remembers "FILE:LINE" (or the
+ * --set argument) for every entry so that later errors can point at it.
+ *
+ * Entries are kept grouped by section, sections in order of first
+ * appearance and keys in file order within a section, so that lk_config_at
+ * and lk_config_write agree and a written config reads back identically. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_LINE 4096
+#define SHOWN 60 /* characters of an offending line quoted in a message */
+
+/* One entry and its four strings in a single allocation, so that replacing
+ * a value is one malloc and one free. */
+typedef struct item {
+  lk_config_entry pub;
+  size_t sec; /* index into lk_config.secs */
+  char text[];
+} item;
+
+typedef struct section_info {
+  char *name; /* owns the block holding name and where */
+  const char *where;
+} section_info;
+
+struct lk_config {
+  char *path;
+  item **items; /* pointers, so entries stay put when others are added */
+  size_t n, cap;
+  section_info *secs;
+  size_t nsec, capsec;
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static bool is_blank(char c) {
+  return c == ' ' || c == '\t';
+}
+
+static bool is_control(unsigned char c) {
+  return (c < 0x20 && c != '\t') || c == 0x7f;
+}
+
+/* Section names and keys: [A-Za-z0-9_-]+. No '.', since --set splits
+ * SECTION.KEY at the first one. */
+static bool valid_name(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; s++) {
+    char c = *s;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+/* Why VALUE could not be written as "KEY = VALUE" and read back unchanged,
+ * or NULL. Values from put and --set obey the file's rules so that
+ * lk_config_write always produces a file that loads. */
+static const char *value_problem(const char *key, const char *value) {
+  size_t n = strlen(value);
+  if (n == 0)
+    return "missing value";
+  if (strlen(key) + 3 + n > MAX_LINE)
+    return "value too long for one line";
+  if (is_blank(value[0]) || is_blank(value[n - 1]))
+    return "value has leading or trailing white space";
+  for (size_t i = 0; i < n; i++) {
+    if (is_control((unsigned char)value[i]))
+      return "value contains a control character";
+    if ((value[i] == '#' || value[i] == ';') && i > 0 && is_blank(value[i - 1]))
+      return "value contains a comment ('#' or ';' after white space)";
+  }
+  return NULL;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap)
+    return 0;
+  size_t c = *cap ? *cap : 8;
+  while (c < need)
+    c *= 2;
+  if (c > SIZE_MAX / elem)
+    return LK_ENOMEM;
+  void *p = realloc(*arr, c * elem);
+  if (!p)
+    return LK_ENOMEM;
+  *arr = p;
+  *cap = c;
+  return 0;
+}
+
+static bool find_section(const lk_config *cfg, const char *name, size_t *idx) {
+  for (size_t i = 0; i < cfg->nsec; i++)
+    if (strcmp(cfg->secs[i].name, name) == 0) {
+      *idx = i;
+      return true;
+    }
+  return false;
+}
+
+static bool find_item(const lk_config *cfg, const char *section,
+                      const char *key, size_t *idx) {
+  for (size_t i = 0; i < cfg->n; i++)
+    if (strcmp(cfg->items[i]->pub.key, key) == 0 &&
+        strcmp(cfg->items[i]->pub.section, section) == 0) {
+      *idx = i;
+      return true;
+    }
+  return false;
+}
+
+static item *item_new(size_t sec, const char *section, const char *key,
+                      const char *value, const char *where) {
+  size_t ls = strlen(section) + 1, lk = strlen(key) + 1;
+  size_t lv = strlen(value) + 1, lw = strlen(where) + 1;
+  item *it = malloc(sizeof *it + ls + lk + lv + lw);
+  if (!it)
+    return NULL;
+  char *p = it->text;
+  it->pub.section = memcpy(p, section, ls);
+  it->pub.key = memcpy(p += ls, key, lk);
+  it->pub.value = memcpy(p += lk, value, lv);
+  it->pub.where = memcpy(p += lv, where, lw);
+  it->sec = sec;
+  return it;
+}
+
+/* Adds SECTION if new. Reserves everything before changing anything, so a
+ * failure leaves CFG as it was. */
+static int add_section(lk_config *cfg, const char *name, const char *where,
+                       size_t *idx) {
+  if (find_section(cfg, name, idx))
+    return 0;
+  if (grow((void **)&cfg->secs, &cfg->capsec, cfg->nsec + 1,
+           sizeof *cfg->secs) != 0)
+    return lk__err(LK_ENOMEM, "out of memory");
+  size_t ln = strlen(name) + 1, lw = strlen(where) + 1;
+  char *block = malloc(ln + lw);
+  if (!block)
+    return lk__err(LK_ENOMEM, "out of memory");
+  memcpy(block, name, ln);
+  memcpy(block + ln, where, lw);
+  cfg->secs[cfg->nsec] = (section_info){block, block + ln};
+  *idx = cfg->nsec++;
+  return 0;
+}
+
+/* Inserts a new entry after the last one of its section (or of the
+ * sections before it). Callers check that the key is not there yet. */
+static int add_item(lk_config *cfg, const char *section, const char *key,
+                    const char *value, const char *where) {
+  if (grow((void **)&cfg->items, &cfg->cap, cfg->n + 1, sizeof *cfg->items) !=
+      0)
+    return lk__err(LK_ENOMEM, "out of memory");
+  size_t sec = cfg->nsec;
+  bool new_sec = !find_section(cfg, section, &sec);
+  item *it = item_new(sec, section, key, value, where);
+  if (!it)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (new_sec) {
+    int rc = add_section(cfg, section, where, &sec);
+    if (rc != 0) {
+      free(it);
+      return rc;
+    }
+  }
+  size_t at = cfg->n;
+  while (at > 0 && cfg->items[at - 1]->sec > sec)
+    at--;
+  memmove(cfg->items + at + 1, cfg->items + at,
+          (cfg->n - at) * sizeof *cfg->items);
+  cfg->items[at] = it;
+  cfg->n++;
+  return 0;
+}
+
+/* Adds or replaces. The new strings are copied before the old entry is
+ * freed, as WHERE (or any argument) may point into it. */
+static int put_checked(lk_config *cfg, const char *section, const char *key,
+                       const char *value, const char *where) {
+  size_t i;
+  if (!find_item(cfg, section, key, &i))
+    return add_item(cfg, section, key, value, where);
+  item *old = cfg->items[i];
+  item *it = item_new(old->sec, section, key, value, where);
+  if (!it)
+    return lk__err(LK_ENOMEM, "out of memory");
+  cfg->items[i] = it;
+  free(old);
+  return 0;
+}
+
+static int config_new(const char *path, lk_config **out) {
+  lk_config *cfg = calloc(1, sizeof *cfg);
+  if (!cfg || (path && !(cfg->path = lk__strdup(path)))) {
+    free(cfg);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  *out = cfg;
+  return 0;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+/* Cuts a comment: '#' or ';' at the start or after white space. */
+static void strip_comment(char *s) {
+  for (size_t i = 0; s[i]; i++)
+    if ((s[i] == '#' || s[i] == ';') && (i == 0 || is_blank(s[i - 1]))) {
+      s[i] = '\0';
+      return;
+    }
+}
+
+static char *trim(char *s) {
+  while (is_blank(*s))
+    s++;
+  size_t n = strlen(s);
+  while (n > 0 && is_blank(s[n - 1]))
+    s[--n] = '\0';
+  return s;
+}
+
+typedef struct parser {
+  lk_config *cfg;
+  const char *name;
+  unsigned long line;
+  size_t sec;
+  bool in_section;
+} parser;
+
+/* Formats "NAME:LINE: what is wrong". */
+#define PERR(p, ...)                                                           \
+  lk__err_prefix(lk__err(LK_ECONFIG, __VA_ARGS__), "%s:%lu", (p)->name,        \
+                 (p)->line)
+
+static int parse_section(parser *ps, char *s) {
+  size_t n = strlen(s);
+  if (n < 2 || s[n - 1] != ']')
+    return PERR(ps, "expected \"[section]\", got \"%.*s%s\"", SHOWN, s,
+                n > SHOWN ? "..." : "");
+  s[n - 1] = '\0';
+  char *name = trim(s + 1);
+  if (!*name)
+    return PERR(ps, "empty section name; expected \"[section]\"");
+  if (!valid_name(name))
+    return PERR(ps,
+                "invalid section name \"%.*s\": expected letters, digits, "
+                "'_' or '-'",
+                SHOWN, name);
+  char *where = lk__asprintf("%s:%lu", ps->name, ps->line);
+  if (!where)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = add_section(ps->cfg, name, where, &ps->sec);
+  free(where);
+  ps->in_section = rc == 0;
+  return rc;
+}
+
+static int parse_assignment(parser *ps, char *s) {
+  char *eq = strchr(s, '=');
+  if (!eq)
+    return PERR(ps,
+                "expected \"key = value\", \"[section]\" or a comment, got "
+                "\"%.*s%s\"",
+                SHOWN, s, strlen(s) > SHOWN ? "..." : "");
+  *eq = '\0';
+  char *key = trim(s), *value = trim(eq + 1);
+  if (!*key)
+    return PERR(ps, "missing key before '='; expected \"key = value\"");
+  if (!valid_name(key))
+    return PERR(ps,
+                "invalid key \"%.*s\": expected letters, digits, '_' or '-'",
+                SHOWN, key);
+  if (!*value)
+    return PERR(ps, "missing value for key \"%s\"; expected \"key = value\"",
+                key);
+  if (!ps->in_section)
+    return PERR(ps,
+                "key \"%s\" before any section; expected a \"[section]\" "
+                "line first",
+                key);
+  lk_config *cfg = ps->cfg;
+  const char *section = cfg->secs[ps->sec].name;
+  size_t i;
+  if (find_item(cfg, section, key, &i))
+    return PERR(ps, "duplicate key \"%s\" in [%s], first set at %s", key,
+                section, cfg->items[i]->pub.where);
+  char *where = lk__asprintf("%s:%lu", ps->name, ps->line);
+  if (!where)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = add_item(cfg, section, key, value, where);
+  free(where);
+  return rc;
+}
+
+/* One line, without its end of line, at most MAX_LINE bytes. */
+static int parse_line(parser *ps, const char *text, size_t n) {
+  char buf[MAX_LINE + 1];
+  if (n > MAX_LINE)
+    return PERR(ps, "line longer than %d characters", MAX_LINE);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (c == '\0')
+      return PERR(ps, "NUL byte; expected text");
+    if (is_control(c))
+      return PERR(ps, "control character 0x%02x at column %zu; expected text",
+                  c, i + 1);
+  }
+  memcpy(buf, text, n);
+  buf[n] = '\0';
+  strip_comment(buf);
+  char *s = trim(buf);
+  if (!*s)
+    return 0;
+  if (*s == '[')
+    return parse_section(ps, s);
+  return parse_assignment(ps, s);
+}
+
+static int parse_text(lk_config *cfg, const char *name, const char *text,
+                      size_t len) {
+  parser ps = {cfg, name, 0, 0, false};
+  const char *p = text, *end = text + len;
+  if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+    p += 3; /* UTF-8 byte order mark, as some editors write */
+  while (p < end) {
+    ps.line++;
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    if (le > p && le[-1] == '\r')
+      le--;
+    int rc = parse_line(&ps, p, (size_t)(le - p));
+    if (rc != 0)
+      return rc;
+    p = nl ? nl + 1 : end;
+  }
+  return 0;
+}
+
+/* ---- public API ---------------------------------------------------------- */
+
+int lk_config_new(lk_config **out) {
+  if (!out)
+    return lk__err(LK_EINVAL, "lk_config_new: out is NULL");
+  return config_new(NULL, out);
+}
+
+int lk_config_parse(const char *name, const char *text, lk_config **out) {
+  if (!name || !text || !out)
+    return lk__err(LK_EINVAL, "lk_config_parse: NULL argument");
+  lk_config *cfg = NULL;
+  int rc = config_new(name, &cfg);
+  if (rc == 0)
+    rc = parse_text(cfg, name, text, strlen(text));
+  if (rc != 0) {
+    lk_config_free(cfg);
+    return rc;
+  }
+  *out = cfg;
+  return 0;
+}
+
+/* Reads all of PATH (it may be a pipe, so no fstat size). */
+static int read_file(const char *path, char **text, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return lk__err(LK_EIO, "cannot open config %s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (grow((void **)&buf, &cap, n + 65536, 1) != 0) {
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f))
+        rc =
+            lk__err(LK_EIO, "cannot read config %s: %s", path, strerror(errno));
+      break;
+    }
+  }
+  fclose(f);
+  if (rc != 0) {
+    free(buf);
+    return rc;
+  }
+  *text = buf;
+  *len = n;
+  return 0;
+}
+
+int lk_config_load(const char *path, lk_config **out) {
+  if (!path || !out)
+    return lk__err(LK_EINVAL, "lk_config_load: NULL argument");
+  char *text = NULL;
+  size_t len = 0;
+  int rc = read_file(path, &text, &len);
+  if (rc != 0)
+    return rc;
+  lk_config *cfg = NULL;
+  rc = config_new(path, &cfg);
+  if (rc == 0)
+    rc = parse_text(cfg, path, text, len);
+  free(text);
+  if (rc != 0) {
+    lk_config_free(cfg);
+    return rc;
+  }
+  *out = cfg;
+  return 0;
+}
+
+int lk_config_put(lk_config *cfg, const char *section, const char *key,
+                  const char *value, const char *where) {
+  if (!cfg || !section || !key || !value || !where)
+    return lk__err(LK_EINVAL, "lk_config_put: NULL argument");
+  if (!valid_name(section))
+    return lk__err(LK_ECONFIG,
+                   "%s: invalid section name \"%s\": expected letters, "
+                   "digits, '_' or '-'",
+                   where, section);
+  if (!valid_name(key))
+    return lk__err(LK_ECONFIG,
+                   "%s: invalid key \"%s\": expected letters, digits, '_' or "
+                   "'-'",
+                   where, key);
+  const char *bad = value_problem(key, value);
+  if (bad)
+    return lk__err(LK_ECONFIG, "%s: %s for %s.%s", where, bad, section, key);
+  return put_checked(cfg, section, key, value, where);
+}
+
+int lk_config_set(lk_config *cfg, const char *assignment) {
+  if (!cfg || !assignment)
+    return lk__err(LK_EINVAL, "lk_config_set: NULL argument");
+  const char *eq = strchr(assignment, '=');
+  const char *dot =
+      eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
+  if (!dot)
+    return lk__err(LK_ECONFIG, "--set \"%s\": expected SECTION.KEY=VALUE",
+                   assignment);
+  char *copy = lk__strdup(assignment);
+  char *where = lk__asprintf("--set %s", assignment);
+  if (!copy || !where) {
+    free(copy);
+    free(where);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  copy[dot - assignment] = '\0';
+  copy[eq - assignment] = '\0';
+  char *section = trim(copy);
+  char *key = trim(copy + (dot - assignment) + 1);
+  char *value = trim(copy + (eq - assignment) + 1);
+  int rc = 0;
+  const char *bad;
+  if (!valid_name(section))
+    rc = lk__err(LK_ECONFIG,
+                 "--set \"%s\": %s section name \"%s\" (letters, digits, '_' "
+                 "or '-'); expected SECTION.KEY=VALUE",
+                 assignment, *section ? "invalid" : "missing", section);
+  else if (!valid_name(key))
+    rc = lk__err(LK_ECONFIG,
+                 "--set \"%s\": %s key \"%s\" (letters, digits, '_' or '-'); "
+                 "expected SECTION.KEY=VALUE",
+                 assignment, *key ? "invalid" : "missing", key);
+  else if ((bad = value_problem(key, value)))
+    rc = lk__err(LK_ECONFIG, "--set \"%s\": %s; expected SECTION.KEY=VALUE",
+                 assignment, bad);
+  else
+    rc = put_checked(cfg, section, key, value, where);
+  free(copy);
+  free(where);
+  return rc;
+}
+
+const lk_config_entry *lk_config_find(const lk_config *cfg, const char *section,
+                                      const char *key) {
+  size_t i;
+  if (!cfg || !section || !key || !find_item(cfg, section, key, &i))
+    return NULL;
+  return &cfg->items[i]->pub;
+}
+
+size_t lk_config_count(const lk_config *cfg) {
+  return cfg ? cfg->n : 0;
+}
+
+const lk_config_entry *lk_config_at(const lk_config *cfg, size_t i) {
+  return cfg && i < cfg->n ? &cfg->items[i]->pub : NULL;
+}
+
+bool lk_config_has_section(const lk_config *cfg, const char *section) {
+  size_t i;
+  return cfg && section && find_section(cfg, section, &i);
+}
+
+const char *lk_config_section_where(const lk_config *cfg, const char *section) {
+  size_t i;
+  if (!cfg || !section || !find_section(cfg, section, &i))
+    return NULL;
+  return cfg->secs[i].where;
+}
+
+const char *lk_config_path(const lk_config *cfg) {
+  return cfg ? cfg->path : NULL;
+}
+
+int lk_config_write(const lk_config *cfg, FILE *f) {
+  if (!cfg || !f)
+    return lk__err(LK_EINVAL, "lk_config_write: NULL argument");
+  size_t i = 0;
+  for (size_t s = 0; s < cfg->nsec; s++) {
+    fprintf(f, "%s[%s]\n", s ? "\n" : "", cfg->secs[s].name);
+    for (; i < cfg->n && cfg->items[i]->sec == s; i++)
+      fprintf(f, "%s = %s\n", cfg->items[i]->pub.key, cfg->items[i]->pub.value);
+  }
+  /* fprintf's errors are sticky; one check after flushing catches them. */
+  if (fflush(f) != 0 || ferror(f))
+    return lk__err(LK_EIO, "cannot write config: %s", strerror(errno));
+  return 0;
+}
+
+void lk_config_free(lk_config *cfg) {
+  if (!cfg)
+    return;
+  for (size_t i = 0; i < cfg->n; i++)
+    free(cfg->items[i]);
+  for (size_t s = 0; s < cfg->nsec; s++)
+    free(cfg->secs[s].name);
+  free(cfg->items);
+  free(cfg->secs);
+  free(cfg->path);
+  free(cfg);
+}

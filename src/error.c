@@ -1,0 +1,56 @@
+/* Error codes and the per-thread message that names the culprit. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local char message[2048];
+
+const char *lk_strerror(int code) {
+  switch (code) {
+  case LK_OK: return "success";
+  case LK_EINVAL: return "invalid argument";
+  case LK_ENOMEM: return "out of memory";
+  case LK_EIO: return "input/output error";
+  case LK_ENOTFOUND: return "not found";
+  case LK_ELOAD: return "cannot load plugin";
+  case LK_EABI: return "plugin ABI mismatch";
+  case LK_ECONFIG: return "bad configuration";
+  case LK_EPLUGIN: return "plugin failed";
+  case LK_ENONFINITE: return "non-finite value";
+  case LK_ESTATE: return "call out of order";
+  case LK_EFORMAT: return "malformed file";
+  case LK_EKIND: return "plugin lacks a kind";
+  default: return "unknown error";
+  }
+}
+
+const char *lk_last_error(void) {
+  return message;
+}
+
+int lk__verr(int code, const char *fmt, va_list ap) {
+  vsnprintf(message, sizeof message, fmt, ap);
+  return code;
+}
+
+int lk__err(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lk__verr(code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int lk__err_prefix(int code, const char *fmt, ...) {
+  char prefix[1024], old[sizeof message];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, message, sizeof old);
+  /* A message too long for the buffer is cut; the start names the culprit. */
+  if (snprintf(message, sizeof message, "%s: %s", prefix, old) < 0)
+    message[0] = '\0';
+  return code;
+}

@@ -1,0 +1,275 @@
+/* The host API: what a plugin may call through its lk_host handle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_private.h"
+
+void lk__log(lk_run *run, lk_log_level level, const char *fmt, ...) {
+  if (!run->opts.log || level > run->opts.verbosity)
+    return;
+  char msg[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  run->opts.log(run->opts.log_user, level, msg);
+}
+
+void lk_log(lk_host *host, lk_log_level level, const char *fmt, ...) {
+  lk_run *run = host->run;
+  if (!run->opts.log || level > run->opts.verbosity)
+    return;
+  char msg[4096];
+  int n = snprintf(msg, sizeof msg, "%s: ", host->inst->name);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof msg)
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  va_end(ap);
+  run->opts.log(run->opts.log_user, level, msg);
+}
+
+int lk_fail(lk_host *host, int code, const char *fmt, ...) {
+  (void)host;
+  va_list ap;
+  va_start(ap, fmt);
+  lk__verr(code < 0 ? code : LK_EPLUGIN, fmt, ap);
+  va_end(ap);
+  return code < 0 ? code : LK_EPLUGIN;
+}
+
+int lk_result_metric(lk_step_result *result, const char *name, double value) {
+  if (result->n_metrics == LK_MAX_METRICS)
+    return lk__err(LK_EINVAL, "more than %d metrics in one step result",
+                   LK_MAX_METRICS);
+  result->metrics[result->n_metrics].name = name;
+  result->metrics[result->n_metrics].value = value;
+  result->n_metrics++;
+  return 0;
+}
+
+static bool name_taken(lk_tensor **list, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(list[i]->name, name) == 0)
+      return true;
+  return false;
+}
+
+static void free_tensor(lk_tensor *t) {
+  if (!t)
+    return;
+  free((char *)t->name);
+  free(t->data);
+  free(t->grad);
+  free(t);
+}
+
+int lk__add_tensor(lk_run *run, lk__instance *inst, const char *name,
+                   lk_dtype dtype, size_t ndim, const size_t *shape, bool param,
+                   lk_tensor **out) {
+  const char *who = inst ? inst->name : "host";
+  if (run->setup_done)
+    return lk__err(
+        LK_ESTATE,
+        "plugin %s: %s \"%s\" added after setup (add them in create)", who,
+        param ? "parameter" : "state", name);
+  if (!name || !*name || ndim > LK_MAX_DIMS ||
+      (dtype != LK_F32 && dtype != LK_F64))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: bad %s \"%s\": needs a name, f32 or f64, at "
+                   "most %d dimensions",
+                   who, param ? "parameter" : "state", name ? name : "",
+                   LK_MAX_DIMS);
+  size_t numel = 1;
+  for (size_t i = 0; i < ndim; i++) {
+    if (shape[i] && numel > SIZE_MAX / shape[i])
+      return lk__err(LK_EINVAL, "plugin %s: %s is too large", who, name);
+    numel *= shape[i];
+  }
+  char *full = param ? lk__strdup(name) : lk__asprintf("%s.%s", who, name);
+  lk_tensor *t = calloc(1, sizeof *t);
+  lk_tensor ***list = param ? &run->params : &run->states;
+  size_t *n = param ? &run->n_params : &run->n_states;
+  lk_tensor **grown = realloc(*list, (*n + 1) * sizeof **list);
+  if (grown)
+    *list = grown;
+  if (!full || !t || !grown) {
+    free(full);
+    free(t);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  if (name_taken(run->params, run->n_params, full) ||
+      name_taken(run->states, run->n_states, full)) {
+    int rc = lk__err(LK_EINVAL, "plugin %s: a tensor named \"%s\" exists", who,
+                     full);
+    free(full);
+    free(t);
+    return rc;
+  }
+  t->name = full;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (size_t i = 0; i < ndim; i++)
+    t->shape[i] = shape[i];
+  t->numel = numel;
+  t->data = lk__aligned_calloc(numel, lk_dtype_size(dtype));
+  t->grad = param ? lk__aligned_calloc(numel, lk_dtype_size(dtype)) : NULL;
+  if (!t->data || (param && !t->grad)) {
+    free_tensor(t);
+    return lk__err(LK_ENOMEM, "out of memory for %s (%zu elements)", full,
+                   numel);
+  }
+  (*list)[(*n)++] = t;
+  *out = t;
+  return 0;
+}
+
+void lk__free_tensors(lk_run *run) {
+  for (size_t i = 0; i < run->n_params; i++)
+    free_tensor(run->params[i]);
+  for (size_t i = 0; i < run->n_states; i++)
+    free_tensor(run->states[i]);
+  free(run->params);
+  free(run->states);
+  run->params = run->states = NULL;
+  run->n_params = run->n_states = 0;
+}
+
+int lk_host_add_param(lk_host *host, const char *name, lk_dtype dtype,
+                      size_t ndim, const size_t *shape, lk_tensor **out) {
+  return lk__add_tensor(host->run, host->inst, name, dtype, ndim, shape, true,
+                        out);
+}
+
+int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
+                      size_t ndim, const size_t *shape, lk_tensor **out) {
+  return lk__add_tensor(host->run, host->inst, name, dtype, ndim, shape, false,
+                        out);
+}
+
+lk_tensor *const *lk_host_params(lk_host *host, size_t *n) {
+  *n = host->run->n_params;
+  return host->run->params;
+}
+
+lk_rng *lk_host_rng(lk_host *host) {
+  return &host->run->rng;
+}
+
+uint64_t lk_host_seed(lk_host *host) {
+  return host->run->loop.seed;
+}
+
+void lk_host_request_stop(lk_host *host) {
+  host->run->stop_requested = true;
+}
+
+const char *lk_host_run_dir(lk_host *host) {
+  return host->run->dir;
+}
+
+/* ---- manual optimization ------------------------------------------------ */
+
+static int manual_only(lk_host *host, const char *what) {
+  lk_run *run = host->run;
+  if (!run->loop.manual || !run->in_training_step)
+    return lk__err(LK_ESTATE,
+                   "plugin %s called %s outside a training_step with "
+                   "manual_optimization = true",
+                   host->inst->name, what);
+  return 0;
+}
+
+int lk_host_zero_grad(lk_host *host) {
+  int rc = manual_only(host, "lk_host_zero_grad");
+  lk_run *run = host->run;
+  if (rc == 0)
+    rc = lk__hook(run, offsetof(lk_callback_ops, on_before_zero_grad),
+                  "on_before_zero_grad");
+  if (rc == 0 && (rc = run->zero_grad->desc->zero_grad->zero_grad(
+                      run->zero_grad->self, run->params, run->n_params)) != 0)
+    rc = lk__err_prefix(rc, "zero_grad of plugin %s", run->zero_grad->name);
+  return rc;
+}
+
+int lk_host_backward(lk_host *host, const lk_batch *batch, double loss,
+                     double scale) {
+  int rc = manual_only(host, "lk_host_backward");
+  lk_run *run = host->run;
+  if (rc == 0 && !run->backward)
+    rc = lk__err(LK_ESTATE, "no backward plugin");
+  if (rc == 0)
+    rc = lk__hook_before_backward(run, loss);
+  if (rc == 0 && (rc = run->backward->desc->backward->backward(
+                      run->backward->self, batch, scale)) != 0)
+    rc = lk__err_prefix(rc, "backward of plugin %s", run->backward->name);
+  if (rc == 0)
+    rc = lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
+                  "on_after_backward");
+  return rc;
+}
+
+int lk_host_clip_gradients(lk_host *host, double value, const char *algorithm) {
+  int rc = manual_only(host, "lk_host_clip_gradients");
+  if (rc != 0)
+    return rc;
+  int algo;
+  if (algorithm && strcmp(algorithm, "norm") == 0)
+    algo = LK__CLIP_NORM;
+  else if (algorithm && strcmp(algorithm, "value") == 0)
+    algo = LK__CLIP_VALUE;
+  else
+    return lk__err(LK_EINVAL,
+                   "plugin %s: clip algorithm \"%s\": expected norm or value",
+                   host->inst->name, algorithm ? algorithm : "(null)");
+  if (!(value >= 0))
+    return lk__err(LK_EINVAL, "plugin %s: clip value %g must be >= 0",
+                   host->inst->name, value);
+  return lk__clip_gradients(host->run, value, algo);
+}
+
+int lk_host_optimizer_step(lk_host *host, lk_closure_fn closure) {
+  int rc = manual_only(host, "lk_host_optimizer_step");
+  lk_run *run = host->run;
+  if (rc == 0 && !run->optimizer)
+    rc = lk__err(LK_ESTATE, "no optimizer plugin is configured");
+  if (rc == 0)
+    rc = lk__hook(run, offsetof(lk_callback_ops, on_before_optimizer_step),
+                  "on_before_optimizer_step");
+  if (rc == 0 &&
+      (rc = run->optimizer->desc->optimizer->step(
+           run->optimizer->self, run->params, run->n_params, closure)) != 0)
+    rc = lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
+  if (rc == 0) {
+    run->progress.global_step++;
+    rc = lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
+                  "on_after_optimizer_step");
+  }
+  return rc;
+}
+
+/* Calls a hook whose only argument is self (by its offset in
+ * lk_callback_ops) on every callback, in order. */
+int lk__hook(lk_run *run, size_t offset, const char *hook) {
+  for (size_t i = 0; i < run->n_callbacks; i++) {
+    lk__instance *cb = run->callbacks[i];
+    int (*fn)(void *);
+    memcpy(&fn, (const char *)cb->desc->callback + offset, sizeof fn);
+    int rc = fn ? fn(cb->self) : 0;
+    if (rc != 0)
+      return lk__err_prefix(rc, "%s of plugin %s", hook, cb->name);
+  }
+  return 0;
+}
+
+int lk__hook_before_backward(lk_run *run, double loss) {
+  for (size_t i = 0; i < run->n_callbacks; i++) {
+    lk__instance *cb = run->callbacks[i];
+    int (*fn)(void *, double) = cb->desc->callback->on_before_backward;
+    int rc = fn ? fn(cb->self, loss) : 0;
+    if (rc != 0)
+      return lk__err_prefix(rc, "on_before_backward of plugin %s", cb->name);
+  }
+  return 0;
+}

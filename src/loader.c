@@ -1,0 +1,292 @@
+/* Finding and opening plugins: the search path, dlopen, and the descriptor
+ * checks that come before any plugin code runs. */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef LK_PLUGINDIR
+#define LK_PLUGINDIR "/usr/local/lib/loopkit"
+#endif
+
+struct lk_plugin {
+  void *handle;
+  char *path;
+  /* A zero-padded copy: fields past the plugin's own size read as NULL. */
+  lk_descriptor desc;
+};
+
+/* The size of the descriptor as ABI 1.0 defines it. */
+#define LK_DESC_SIZE_1_0 (offsetof(lk_descriptor, callback) + sizeof(void *))
+
+const char *lk_plugin_dir(void) {
+  return LK_PLUGINDIR;
+}
+
+static bool valid_name(const char *name) {
+  if (!*name)
+    return false;
+  for (const char *p = name; *p; p++) {
+    char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  }
+  return true;
+}
+
+static int check_descriptor(const lk_descriptor *d, const char *name,
+                            const char *path) {
+  uint32_t major = d->abi_version >> 16, minor = d->abi_version & 0xffff;
+  if (major != LK_ABI_MAJOR || minor > LK_ABI_MINOR)
+    return lk__err(LK_EABI,
+                   "plugin %s (%s) was built for loopkit plugin ABI %u.%u; "
+                   "this loopkit has ABI %d.%d: rebuild the plugin",
+                   name, path, major, minor, LK_ABI_MAJOR, LK_ABI_MINOR);
+  if (d->size < LK_DESC_SIZE_1_0)
+    return lk__err(LK_EABI,
+                   "plugin %s (%s): descriptor size %u is smaller than ABI "
+                   "%u.%u's %zu",
+                   name, path, d->size, major, minor, LK_DESC_SIZE_1_0);
+  if (!d->name || !valid_name(d->name))
+    return lk__err(LK_ELOAD, "plugin %s (%s): descriptor has no valid name",
+                   name, path);
+  for (const lk_option *o = d->options; o && o->name; o++)
+    if (o->type < LK_OPT_INT || o->type > LK_OPT_DOUBLES ||
+        (o->type == LK_OPT_ENUM && !o->choices))
+      return lk__err(LK_ELOAD, "plugin %s (%s): option %s is ill-declared",
+                     name, path, o->name);
+  return 0;
+}
+
+static int open_path(const char *name, const char *path, lk_plugin **out) {
+  dlerror();
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror(); /* copied at once: the next call clears it */
+    return lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s", name, path,
+                   why ? why : "unknown dlopen error");
+  }
+  dlerror();
+  const lk_descriptor *d = dlsym(h, LK_PLUGIN_SYMBOL);
+  if (!d) {
+    const char *why = dlerror();
+    int rc = lk__err(LK_ELOAD,
+                     "plugin %s (%s) has no descriptor: symbol %s not found "
+                     "(%s)",
+                     name, path, LK_PLUGIN_SYMBOL, why ? why : "null");
+    dlclose(h);
+    return rc;
+  }
+  int rc = check_descriptor(d, name, path);
+  lk_plugin *p = rc == 0 ? calloc(1, sizeof *p) : NULL;
+  if (rc == 0 && (!p || !(p->path = lk__strdup(path))))
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc != 0) {
+    if (p)
+      free(p);
+    dlclose(h);
+    return rc;
+  }
+  p->handle = h;
+  memcpy(&p->desc, d, d->size < sizeof p->desc ? d->size : sizeof p->desc);
+  *out = p;
+  return 0;
+}
+
+/* Calls EACH with every directory of the search path, in order. */
+static int each_dir(int (*each)(void *user, const char *dir), void *user) {
+  const char *env = getenv("LOOPKIT_PLUGIN_PATH");
+  char *copy = env ? lk__strdup(env) : NULL;
+  if (env && !copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = 0;
+  char *save = NULL;
+  for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && rc == 0;
+       d = strtok_r(NULL, ":", &save))
+    rc = each(user, d);
+  free(copy);
+  return rc == 0 ? each(user, LK_PLUGINDIR) : rc;
+}
+
+typedef struct search {
+  const char *name;
+  char tried[1536];
+  size_t used;
+  char *found;
+} search;
+
+static int try_dir(void *user, const char *dir) {
+  search *s = user;
+  char *path = lk__asprintf("%s/%s.so", dir, s->name);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (access(path, F_OK) == 0) {
+    s->found = path;
+    return 1; /* stop */
+  }
+  int w = snprintf(s->tried + s->used, sizeof s->tried - s->used, "%s%s",
+                   s->used ? ", " : "", path);
+  if (w > 0 && (size_t)w < sizeof s->tried - s->used)
+    s->used += (size_t)w;
+  free(path);
+  return 0;
+}
+
+int lk_plugin_open(const char *name, lk_plugin **out) {
+  if (!name || !*name)
+    return lk__err(LK_EINVAL, "empty plugin name");
+  if (strchr(name, '/'))
+    return open_path(name, name, out);
+  if (!valid_name(name))
+    return lk__err(LK_EINVAL,
+                   "invalid plugin name \"%s\": names are [A-Za-z0-9_-]+ (or "
+                   "a path containing '/')",
+                   name);
+  search s = {.name = name};
+  int rc = each_dir(try_dir, &s);
+  if (rc < 0)
+    return rc;
+  if (!s.found)
+    return lk__err(LK_ENOTFOUND,
+                   "plugin %s not found; tried: %s (set LOOPKIT_PLUGIN_PATH "
+                   "or give a path)",
+                   name, s.tried);
+  rc = open_path(name, s.found, out);
+  free(s.found);
+  return rc;
+}
+
+void lk_plugin_close(lk_plugin *p) {
+  if (!p)
+    return;
+  dlclose(p->handle);
+  free(p->path);
+  free(p);
+}
+
+const lk_descriptor *lk_plugin_desc(const lk_plugin *p) {
+  return &p->desc;
+}
+
+const char *lk_plugin_path(const lk_plugin *p) {
+  return p->path;
+}
+
+const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {
+  const lk_descriptor *d = &p->desc;
+  const struct {
+    const void *ops;
+    const char *name;
+  } kinds[] = {{d->step, "step"},           {d->backward, "backward"},
+               {d->zero_grad, "zero_grad"}, {d->optimizer, "optimizer"},
+               {d->profiler, "profiler"},   {d->data, "data"},
+               {d->strategy, "strategy"},   {d->callback, "callback"}};
+  size_t used = 0;
+  if (len)
+    buf[0] = '\0';
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    if (!kinds[i].ops)
+      continue;
+    int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "",
+                     kinds[i].name);
+    if (w < 0 || (size_t)w >= len - used)
+      break;
+    used += (size_t)w;
+  }
+  return buf;
+}
+
+typedef struct scan {
+  int (*each)(void *user, const char *name, const char *path);
+  void *user;
+  char **seen;
+  size_t n_seen;
+} scan;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool seen_before(scan *s, const char *name) {
+  for (size_t i = 0; i < s->n_seen; i++)
+    if (strcmp(s->seen[i], name) == 0)
+      return true;
+  return false;
+}
+
+static int scan_dir(void *user, const char *dir) {
+  scan *s = user;
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0; /* a missing directory on the path is not an error */
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && rc == 0) {
+    size_t len = strlen(e->d_name);
+    if (len <= 3 || strcmp(e->d_name + len - 3, ".so") != 0)
+      continue;
+    char *base = lk__strdup(e->d_name);
+    if (!base) {
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    base[len - 3] = '\0';
+    if (!valid_name(base) || seen_before(s, base)) {
+      free(base);
+      continue;
+    }
+    if (n == cap) {
+      size_t nc = cap ? 2 * cap : 16;
+      char **nn = realloc(names, nc * sizeof *nn);
+      if (!nn) {
+        free(base);
+        rc = lk__err(LK_ENOMEM, "out of memory");
+        break;
+      }
+      names = nn;
+      cap = nc;
+    }
+    names[n++] = base;
+  }
+  closedir(d);
+  if (n)
+    qsort(names, n, sizeof *names, cmp_str);
+  for (size_t i = 0; i < n; i++) {
+    if (rc == 0) {
+      char **ns = realloc(s->seen, (s->n_seen + 1) * sizeof *ns);
+      char *path = lk__asprintf("%s/%s.so", dir, names[i]);
+      if (ns)
+        s->seen = ns;
+      if (!ns || !path) {
+        free(path);
+        rc = lk__err(LK_ENOMEM, "out of memory");
+      } else {
+        s->seen[s->n_seen++] = names[i];
+        names[i] = NULL;
+        rc = s->each(s->user, s->seen[s->n_seen - 1], path);
+        free(path);
+      }
+    }
+    free(names[i]);
+  }
+  free(names);
+  return rc;
+}
+
+int lk_plugin_scan(int (*each)(void *user, const char *name, const char *path),
+                   void *user) {
+  scan s = {.each = each, .user = user};
+  int rc = each_dir(scan_dir, &s);
+  for (size_t i = 0; i < s.n_seen; i++)
+    free(s.seen[i]);
+  free(s.seen);
+  return rc;
+}

@@ -1,0 +1,430 @@
+/* The training loop: epochs, batches, accumulation windows, the optimizer
+ * step with its closure, validation, test, metrics and checkpoints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_private.h"
+
+static void prof_start(lk_run *run, int id) {
+  if (run->profiler)
+    run->profiler->desc->profiler->start(run->profiler->self, id);
+}
+
+static void prof_stop(lk_run *run, int id) {
+  if (run->profiler)
+    run->profiler->desc->profiler->stop(run->profiler->self, id);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- clipping ------------------------------------------------------------ */
+
+/* As torch.nn.utils.clip_grad_norm_ (coefficient max / (norm + 1e-6),
+ * applied when below 1) and clip_grad_value_. */
+int lk__clip_gradients(lk_run *run, double value, int algorithm) {
+  if (algorithm == LK__CLIP_VALUE) {
+    for (size_t i = 0; i < run->n_params; i++) {
+      lk_tensor *t = run->params[i];
+      if (t->dtype == LK_F64) {
+        double *g = t->grad;
+        for (size_t k = 0; k < t->numel; k++)
+          g[k] = g[k] > value ? value : g[k] < -value ? -value : g[k];
+      } else {
+        float *g = t->grad, v = (float)value;
+        for (size_t k = 0; k < t->numel; k++)
+          g[k] = g[k] > v ? v : g[k] < -v ? -v : g[k];
+      }
+    }
+    return 0;
+  }
+  double sum = 0;
+  for (size_t i = 0; i < run->n_params; i++) {
+    const lk_tensor *t = run->params[i];
+    for (size_t k = 0; k < t->numel; k++) {
+      double g = lk__element(t->dtype, t->grad, k);
+      sum += g * g;
+    }
+  }
+  double norm = sqrt(sum);
+  double coef = value / (norm + 1e-6);
+  if (!isfinite(norm))
+    return lk__err(LK_ENONFINITE,
+                   "gradient norm is %g: cannot clip (use terminate_on_nan "
+                   "to find where it started)",
+                   norm);
+  if (coef >= 1.0)
+    return 0;
+  for (size_t i = 0; i < run->n_params; i++) {
+    lk_tensor *t = run->params[i];
+    if (t->dtype == LK_F64) {
+      double *g = t->grad;
+      for (size_t k = 0; k < t->numel; k++)
+        g[k] *= coef;
+    } else {
+      float *g = t->grad, c = (float)coef;
+      for (size_t k = 0; k < t->numel; k++)
+        g[k] *= c;
+    }
+  }
+  return 0;
+}
+
+/* ---- checkpoints ----------------------------------------------------------
+ */
+
+int lk__save_checkpoint(lk_run *run) {
+  char *path = lk__asprintf("%s/checkpoints/last.ckpt", run->dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  prof_start(run, run->act_checkpoint);
+  int rc = lk__ckpt_write(path, &run->progress, &run->rng, run->params,
+                          run->n_params, run->states, run->n_states);
+  prof_stop(run, run->act_checkpoint);
+  if (rc != 0)
+    rc = lk__err_prefix(rc, "checkpoint %s not written", path);
+  free(path);
+  return rc;
+}
+
+/* ---- hooks with arguments ------------------------------------------------ */
+
+static int hook_batch_start(lk_run *run, const lk_batch *b) {
+  for (size_t i = 0; i < run->n_callbacks; i++) {
+    lk__instance *cb = run->callbacks[i];
+    int rc = cb->desc->callback->on_train_batch_start
+                 ? cb->desc->callback->on_train_batch_start(cb->self, b)
+                 : 0;
+    if (rc != 0)
+      return lk__err_prefix(rc, "on_train_batch_start of plugin %s", cb->name);
+  }
+  return 0;
+}
+
+static int hook_result(lk_run *run, bool validation, const lk_step_result *r) {
+  for (size_t i = 0; i < run->n_callbacks; i++) {
+    lk__instance *cb = run->callbacks[i];
+    int (*fn)(void *, const lk_step_result *) =
+        validation ? cb->desc->callback->on_validation_end
+                   : cb->desc->callback->on_train_batch_end;
+    int rc = fn ? fn(cb->self, r) : 0;
+    if (rc != 0)
+      return lk__err_prefix(
+          rc, "%s of plugin %s",
+          validation ? "on_validation_end" : "on_train_batch_end", cb->name);
+  }
+  return 0;
+}
+
+static int hook_epoch(lk_run *run, bool end, uint64_t epoch) {
+  for (size_t i = 0; i < run->n_callbacks; i++) {
+    lk__instance *cb = run->callbacks[i];
+    int (*fn)(void *, uint64_t) =
+        end ? cb->desc->callback->on_train_epoch_end
+            : cb->desc->callback->on_train_epoch_start;
+    int rc = fn ? fn(cb->self, epoch) : 0;
+    if (rc != 0)
+      return lk__err_prefix(rc, "%s of plugin %s",
+                            end ? "on_train_epoch_end" : "on_train_epoch_start",
+                            cb->name);
+  }
+  return 0;
+}
+
+/* ---- evaluation of the validation and test splits ------------------------ */
+
+static int evaluate(lk_run *run, lk_split split, bool *ran,
+                    lk_step_result *mean) {
+  const lk_step_ops *ops = run->step->desc->step;
+  int (*fn)(void *, const lk_batch *, lk_step_result *) =
+      split == LK_SPLIT_TEST && ops->test_step ? ops->test_step
+                                               : ops->validation_step;
+  *ran = false;
+  if (!run->data || !fn)
+    return 0;
+  size_t nb = 0;
+  int rc = run->data->desc->data->epoch(run->data->self, split,
+                                        run->progress.epoch, &nb);
+  if (rc != 0)
+    return lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
+  if (nb == 0)
+    return 0;
+  double loss_sum = 0, samples = 0, sums[LK_MAX_METRICS] = {0};
+  lk_step_result r = {0};
+  memset(mean, 0, sizeof *mean);
+  for (size_t b = 0; b < nb; b++) {
+    lk_batch batch = {0};
+    if ((rc = run->data->desc->data->batch(run->data->self, split, b,
+                                           &batch)) != 0)
+      return lk__err_prefix(rc, "batch %zu of data plugin %s", b,
+                            run->data->name);
+    memset(&r, 0, sizeof r);
+    if ((rc = fn(run->step->self, &batch, &r)) != 0)
+      return lk__err_prefix(rc, "%s of plugin %s",
+                            split == LK_SPLIT_TEST ? "test_step"
+                                                   : "validation_step",
+                            run->step->name);
+    double w = batch.size ? (double)batch.size : 1.0;
+    samples += w;
+    if (r.has_loss)
+      loss_sum += w * r.loss;
+    for (size_t m = 0; m < r.n_metrics; m++) {
+      sums[m] += w * r.metrics[m].value;
+      mean->metrics[m].name = r.metrics[m].name;
+    }
+    mean->n_metrics = r.n_metrics;
+    mean->has_loss = r.has_loss;
+  }
+  mean->loss = loss_sum / samples;
+  for (size_t m = 0; m < mean->n_metrics; m++)
+    mean->metrics[m].value = sums[m] / samples;
+  *ran = true;
+  return 0;
+}
+
+/* Logs an evaluation as a row: PREFIX_loss and PREFIX_<metric>. */
+static int log_evaluation(lk_run *run, const char *prefix,
+                          const lk_step_result *r) {
+  lk_metric cells[LK_MAX_METRICS + 1];
+  char names[LK_MAX_METRICS + 1][64];
+  size_t n = 0;
+  char line[1024];
+  size_t used = 0;
+  if (r->has_loss) {
+    snprintf(names[n], sizeof names[n], "%s_loss", prefix);
+    cells[n] = (lk_metric){names[n], r->loss};
+    n++;
+  }
+  for (size_t m = 0; m < r->n_metrics; m++, n++) {
+    snprintf(names[n], sizeof names[n], "%s_%s", prefix, r->metrics[m].name);
+    cells[n] = (lk_metric){names[n], r->metrics[m].value};
+  }
+  for (size_t i = 0; i < n && used < sizeof line; i++)
+    used += (size_t)snprintf(line + used, sizeof line - used, " %s %.6g",
+                             cells[i].name, cells[i].value);
+  lk__log(run, LK_LOG_INFO, "epoch %llu %s:%s",
+          (unsigned long long)run->progress.epoch, prefix, line);
+  return lk__metrics_row(run->metrics, run->progress.global_step,
+                         run->progress.epoch, NULL, cells, n);
+}
+
+/* ---- one batch ------------------------------------------------------------
+ */
+
+typedef struct window {
+  double loss; /* sum of the window's (divided) losses */
+  bool has_loss;
+} window;
+
+static int consume(lk_run *run, lk_step_result *r) {
+  int rc = lk_closure_consume(run->closure, r);
+  if (rc == 0 && run->hook_rc != 0) {
+    rc = lk__err(run->hook_rc, "%s", run->hook_msg);
+    run->hook_rc = 0;
+  }
+  return rc;
+}
+
+static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
+                       window *win) {
+  int rc;
+  lk__progress *p = &run->progress;
+  uint64_t step_before = p->global_step;
+  bool window_end = (int64_t)p->accum + 1 >= run->loop.accumulate || epoch_end;
+  lk_step_result r;
+
+  if ((rc = hook_batch_start(run, batch)) != 0)
+    return rc;
+  lk_closure_prepare(run->closure, batch, (double)run->loop.accumulate,
+                     p->accum == 0, p->epoch, p->batch);
+  if (run->loop.manual) {
+    run->in_training_step = true;
+    run->plain_closure();
+    run->in_training_step = false;
+    if ((rc = consume(run, &r)) != 0)
+      return rc;
+  } else if (!window_end) {
+    run->plain_closure();
+    if ((rc = consume(run, &r)) != 0)
+      return rc;
+  } else {
+    prof_start(run, run->act_optimizer);
+    rc = run->optimizer->desc->optimizer->step(
+        run->optimizer->self, run->params, run->n_params, run->opt_closure);
+    prof_stop(run, run->act_optimizer);
+    if (rc != 0) {
+      /* The closure's own failure explains the optimizer's. */
+      lk_step_result ignored;
+      if (consume(run, &ignored) != 0)
+        return LK_EPLUGIN;
+      return lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
+    }
+    if ((rc = consume(run, &r)) != 0)
+      return rc;
+    p->global_step++;
+    if ((rc = lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
+                       "on_after_optimizer_step")) != 0)
+      return rc;
+  }
+  if (r.has_loss) {
+    win->loss += r.loss;
+    win->has_loss = true;
+  }
+  if ((rc = hook_result(run, false, &r)) != 0)
+    return rc;
+  p->batch++;
+  p->accum = window_end ? 0 : p->accum + 1;
+  if (window_end) {
+    rc = lk__metrics_row(run->metrics, step_before, p->epoch,
+                         win->has_loss ? &win->loss : NULL, r.metrics,
+                         r.n_metrics);
+    if (rc != 0)
+      return rc;
+    run->have_last_loss = win->has_loss;
+    run->last_loss = win->loss;
+    *win = (window){0};
+  }
+  if (run->loop.ckpt_every > 0 && p->global_step != step_before &&
+      p->global_step % (uint64_t)run->loop.ckpt_every == 0)
+    return lk__save_checkpoint(run);
+  return 0;
+}
+
+static bool steps_done(const lk_run *run) {
+  return run->loop.max_steps >= 0 &&
+         run->progress.global_step >= (uint64_t)run->loop.max_steps;
+}
+
+/* ---- epochs -----------------------------------------------------------------
+ */
+
+static int train_without_data(lk_run *run) {
+  window win = {0};
+  uint64_t every =
+      run->loop.max_steps >= 10 ? (uint64_t)run->loop.max_steps / 10 : 1;
+  while (!steps_done(run) && !run->stop_requested) {
+    run->no_data_batch.index = run->progress.batch;
+    uint64_t before = run->progress.global_step;
+    int rc = train_batch(run, &run->no_data_batch, false, &win);
+    if (rc != 0)
+      return rc;
+    if (run->progress.global_step != before &&
+        run->progress.global_step % every == 0)
+      lk__log(run, LK_LOG_INFO, "step %llu: loss %.9g",
+              (unsigned long long)run->progress.global_step, run->last_loss);
+  }
+  return 0;
+}
+
+static int train_epoch(lk_run *run) {
+  lk__progress *p = &run->progress;
+  const lk_data_ops *data = run->data->desc->data;
+  size_t nb = 0;
+  int rc = hook_epoch(run, false, p->epoch);
+  if (rc != 0)
+    return rc;
+  prof_start(run, run->act_epoch);
+  rc = data->epoch(run->data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
+  if (rc != 0)
+    rc = lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
+  else if (nb == 0)
+    rc = lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
+                 run->data->name);
+  window win = {0};
+  double epoch_loss = 0;
+  size_t losses = 0;
+  for (size_t b = p->batch; rc == 0 && b < nb; b++) {
+    lk_batch batch = {0};
+    if ((rc = data->batch(run->data->self, LK_SPLIT_TRAIN, b, &batch)) != 0) {
+      rc =
+          lk__err_prefix(rc, "batch %zu of data plugin %s", b, run->data->name);
+      break;
+    }
+    batch.split = LK_SPLIT_TRAIN;
+    batch.epoch = p->epoch;
+    batch.index = b;
+    uint64_t before = p->global_step;
+    rc = train_batch(run, &batch, b + 1 == nb, &win);
+    if (rc == 0 && p->accum == 0 && run->have_last_loss &&
+        (p->global_step != before || run->loop.manual)) {
+      epoch_loss += run->last_loss;
+      losses++;
+    }
+    if (steps_done(run) || run->stop_requested)
+      break;
+  }
+  prof_stop(run, run->act_epoch);
+  if (rc != 0)
+    return rc;
+  bool finished = p->batch >= nb;
+  if (losses)
+    lk__log(run, LK_LOG_INFO, "epoch %llu: train loss %.6g (%zu steps)",
+            (unsigned long long)p->epoch, epoch_loss / (double)losses, losses);
+  if ((rc = hook_epoch(run, true, p->epoch)) != 0)
+    return rc;
+  if (finished && (p->epoch + 1) % (uint64_t)run->loop.val_every == 0) {
+    bool ran;
+    lk_step_result mean;
+    prof_start(run, run->act_validation);
+    rc = evaluate(run, LK_SPLIT_VAL, &ran, &mean);
+    prof_stop(run, run->act_validation);
+    if (rc == 0 && ran && (rc = log_evaluation(run, "val", &mean)) == 0)
+      rc = hook_result(run, true, &mean);
+    if (rc != 0)
+      return rc;
+  }
+  if (finished) {
+    p->epoch++;
+    p->batch = 0;
+    p->accum = 0;
+  }
+  if (finished && run->loop.ckpt_every == 0)
+    return lk__save_checkpoint(run);
+  return 0;
+}
+
+int lk__loop_run(lk_run *run) {
+  double t0 = now();
+  int rc = lk__hook(run, offsetof(lk_callback_ops, on_train_start),
+                    "on_train_start");
+  if (rc == 0 && !run->data)
+    rc = train_without_data(run);
+  while (rc == 0 && run->data &&
+         run->progress.epoch < (uint64_t)run->loop.max_epochs &&
+         !steps_done(run) && !run->stop_requested)
+    rc = train_epoch(run);
+  if (rc == 0)
+    rc = lk__hook(run, offsetof(lk_callback_ops, on_train_end), "on_train_end");
+  if (rc == 0) {
+    bool ran;
+    lk_step_result mean;
+    rc = evaluate(run, LK_SPLIT_TEST, &ran, &mean);
+    if (rc == 0 && ran)
+      rc = log_evaluation(run, "test", &mean);
+  }
+  if (rc == 0)
+    rc = lk__save_checkpoint(run);
+  run->seconds = now() - t0;
+  if (run->profiler && run->profiler->desc->profiler->report) {
+    int prc =
+        run->profiler->desc->profiler->report(run->profiler->self, run->dir);
+    if (rc == 0 && prc != 0)
+      rc = lk__err_prefix(prc, "report of profiler %s", run->profiler->name);
+  }
+  return rc;
+}
+
+int lk_run_train(lk_run *run) {
+  char *path = lk__asprintf("%s/metrics.csv", run->dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = run->metrics ? 0 : lk__metrics_open(path, &run->metrics);
+  free(path);
+  return rc == 0 ? lk__loop_run(run) : rc;
+}

@@ -1,0 +1,159 @@
+/* The metrics.csv writer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+#define MAX_COLUMNS 128
+
+struct lk__metrics {
+  char *path;
+  FILE *f;
+  size_t n_cols; /* after step, epoch, loss */
+  char *cols[MAX_COLUMNS];
+  double row[MAX_COLUMNS];
+  bool set[MAX_COLUMNS];
+};
+
+static int write_header(lk__metrics *m, FILE *f) {
+  fputs("step,epoch,loss", f);
+  for (size_t i = 0; i < m->n_cols; i++)
+    fprintf(f, ",%s", m->cols[i]);
+  fputc('\n', f);
+  return ferror(f) ? LK_EIO : 0;
+}
+
+/* Reads the column names of an existing file's header. */
+static int read_header(lk__metrics *m, FILE *f) {
+  char line[8192];
+  if (!fgets(line, sizeof line, f))
+    return 0; /* empty file */
+  line[strcspn(line, "\r\n")] = '\0';
+  if (strncmp(line, "step,epoch,loss", 15) != 0)
+    return lk__err(LK_EFORMAT, "%s: not a loopkit metrics file", m->path);
+  char *save = NULL;
+  char *tok = strtok_r(line + 15, ",", &save);
+  for (; tok && m->n_cols < MAX_COLUMNS; tok = strtok_r(NULL, ",", &save))
+    if (!(m->cols[m->n_cols++] = lk__strdup(tok)))
+      return lk__err(LK_ENOMEM, "out of memory");
+  return 1;
+}
+
+int lk__metrics_open(const char *path, lk__metrics **out) {
+  lk__metrics *m = calloc(1, sizeof *m);
+  if (!m || !(m->path = lk__strdup(path))) {
+    free(m);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  int rc = 0;
+  FILE *old = fopen(path, "r");
+  bool have_header = false;
+  if (old) {
+    rc = read_header(m, old);
+    have_header = rc == 1;
+    fclose(old);
+  }
+  if (rc >= 0 && !(m->f = fopen(path, "a")))
+    rc = lk__err(LK_EIO, "cannot open %s: %s", path, strerror(errno));
+  if (rc >= 0 && !have_header && write_header(m, m->f) != 0)
+    rc = lk__err(LK_EIO, "cannot write %s", path);
+  if (rc < 0) {
+    lk__metrics_close(m);
+    return rc;
+  }
+  fflush(m->f);
+  *out = m;
+  return 0;
+}
+
+/* Rewrites the file with the current header; old rows are padded with
+ * empty cells up to the new width. */
+static int widen(lk__metrics *m, size_t old_cols) {
+  fclose(m->f);
+  m->f = NULL;
+  char *tmp = lk__asprintf("%s.tmp", m->path);
+  FILE *in = fopen(m->path, "r");
+  FILE *out = tmp ? fopen(tmp, "w") : NULL;
+  int rc = in && out ? write_header(m, out) : LK_EIO;
+  char line[65536];
+  if (rc == 0 && fgets(line, sizeof line, in)) { /* skip the old header */
+    while (fgets(line, sizeof line, in)) {
+      line[strcspn(line, "\r\n")] = '\0';
+      fputs(line, out);
+      for (size_t i = old_cols; i < m->n_cols; i++)
+        fputc(',', out);
+      fputc('\n', out);
+    }
+  }
+  if (in)
+    fclose(in);
+  if (out && fclose(out) != 0)
+    rc = LK_EIO;
+  if (rc == 0 && rename(tmp, m->path) != 0)
+    rc = LK_EIO;
+  if (rc != 0 && tmp)
+    remove(tmp);
+  free(tmp);
+  if (rc != 0)
+    return lk__err(LK_EIO, "cannot rewrite %s with new columns", m->path);
+  if (!(m->f = fopen(m->path, "a")))
+    return lk__err(LK_EIO, "cannot open %s: %s", m->path, strerror(errno));
+  return 0;
+}
+
+static long column(lk__metrics *m, const char *name) {
+  for (size_t i = 0; i < m->n_cols; i++)
+    if (strcmp(m->cols[i], name) == 0)
+      return (long)i;
+  return -1;
+}
+
+int lk__metrics_row(lk__metrics *m, uint64_t step, uint64_t epoch,
+                    const double *loss, const lk_metric *metrics, size_t n) {
+  size_t old_cols = m->n_cols;
+  memset(m->set, 0, sizeof m->set);
+  for (size_t i = 0; i < n; i++) {
+    long c = column(m, metrics[i].name);
+    if (c < 0) {
+      if (m->n_cols == MAX_COLUMNS)
+        return lk__err(LK_EINVAL, "more than %d metrics", MAX_COLUMNS);
+      if (!(m->cols[m->n_cols] = lk__strdup(metrics[i].name)))
+        return lk__err(LK_ENOMEM, "out of memory");
+      c = (long)m->n_cols++;
+    }
+    m->row[c] = metrics[i].value;
+    m->set[c] = true;
+  }
+  if (m->n_cols != old_cols) {
+    int rc = widen(m, old_cols);
+    if (rc != 0)
+      return rc;
+  }
+  fprintf(m->f, "%llu,%llu,", (unsigned long long)step,
+          (unsigned long long)epoch);
+  if (loss)
+    fprintf(m->f, "%.17g", *loss);
+  for (size_t i = 0; i < m->n_cols; i++) {
+    fputc(',', m->f);
+    if (m->set[i])
+      fprintf(m->f, "%.17g", m->row[i]);
+  }
+  fputc('\n', m->f);
+  /* Flushed each row: a killed run keeps every row it logged. */
+  if (fflush(m->f) != 0 || ferror(m->f))
+    return lk__err(LK_EIO, "cannot write %s: %s", m->path, strerror(errno));
+  return 0;
+}
+
+void lk__metrics_close(lk__metrics *m) {
+  if (!m)
+    return;
+  if (m->f)
+    fclose(m->f);
+  for (size_t i = 0; i < m->n_cols; i++)
+    free(m->cols[i]);
+  free(m->path);
+  free(m);
+}

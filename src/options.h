@@ -1,0 +1,21 @@
+/* A plugin instance's options: the config section checked against the
+ * plugin's declarations and parsed into typed values. */
+#ifndef LK_OPTIONS_H
+#define LK_OPTIONS_H
+
+#include "internal.h"
+
+/* Parses section SECTION of CFG (may be NULL: defaults only) against the
+ * options PLUGIN declares. Errors name FILE:LINE, the option and what is
+ * accepted. */
+int lk__options_parse(const lk_descriptor *desc, const char *section,
+                      const lk_config *cfg, lk_options **out);
+
+/* Writes every option's value (given or default) into section SECTION of
+ * CFG, for the effective config of a run. */
+int lk__options_export(const lk_options *opts, const char *section,
+                       lk_config *cfg);
+
+void lk__options_free(lk_options *opts);
+
+#endif

@@ -1,0 +1,892 @@
+/* Setting a run up: the [loop] and [plugins] sections, loading and creating
+ * the plugins, composing the closures, the run directory. Everything that
+ * can be wrong with a config is found here, before anything is trained. */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run_private.h"
+
+/* ---- [loop] ------------------------------------------------------------- */
+
+typedef enum { K_INT, K_DOUBLE, K_BOOL, K_ENUM } key_type;
+
+typedef struct loop_key {
+  const char *name;
+  key_type type;
+  const char *def;
+  int64_t min;         /* K_INT */
+  const char *choices; /* K_ENUM */
+} loop_key;
+
+static const loop_key loop_keys[] = {
+    {"max_epochs", K_INT, "1", 1, NULL},
+    {"max_steps", K_INT, "-1", -1, NULL},
+    {"accumulate_grad_batches", K_INT, "1", 1, NULL},
+    {"gradient_clip_val", K_DOUBLE, "0", 0, NULL},
+    {"gradient_clip_algorithm", K_ENUM, "norm", 0, "norm|value"},
+    {"terminate_on_nan", K_BOOL, "false", 0, NULL},
+    {"manual_optimization", K_BOOL, "false", 0, NULL},
+    {"seed", K_INT, "0", 0, NULL},
+    {"val_every_n_epochs", K_INT, "1", 1, NULL},
+    {"checkpoint_every_n_steps", K_INT, "0", 0, NULL},
+};
+#define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0])
+
+static const char *const plugin_roles[] = {"step",      "backward", "zero_grad",
+                                           "optimizer", "profiler", "data",
+                                           "strategy",  "callbacks"};
+#define N_ROLES (sizeof plugin_roles / sizeof plugin_roles[0])
+
+static const char *where_of(const lk_config *cfg, const char *section,
+                            const char *key) {
+  const lk_config_entry *e = lk_config_find(cfg, section, key);
+  return e ? e->where : lk_config_path(cfg);
+}
+
+static int loop_value(const lk_config *cfg, const loop_key *k, int64_t *i,
+                      double *d, bool *b) {
+  const lk_config_entry *e = lk_config_find(cfg, "loop", k->name);
+  const char *v = e ? e->value : k->def;
+  const char *where = e ? e->where : "default";
+  switch (k->type) {
+  case K_INT:
+    if (lk__parse_int(v, i) != 0 || *i < k->min ||
+        (k->min == -1 && *i == 0 && strcmp(k->name, "max_steps") == 0))
+      return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected an integer %s",
+                     where, k->name, v,
+                     k->min == -1  ? "-1 (no limit) or >= 1"
+                     : k->min == 0 ? ">= 0"
+                                   : ">= 1");
+    return 0;
+  case K_DOUBLE:
+    if (lk__parse_double(v, d) != 0 || !isfinite(*d) || *d < 0)
+      return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected a number >= 0",
+                     where, k->name, v);
+    return 0;
+  case K_BOOL:
+    if (lk__parse_bool(v, b) != 0)
+      return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected true or false",
+                     where, k->name, v);
+    return 0;
+  case K_ENUM:
+    if (strcmp(v, "norm") != 0 && strcmp(v, "value") != 0)
+      return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected one of %s",
+                     where, k->name, v, k->choices);
+    *i = strcmp(v, "norm") == 0 ? LK__CLIP_NORM : LK__CLIP_VALUE;
+    return 0;
+  }
+  return LK_EINVAL;
+}
+
+static int parse_loop(lk_run *run, const lk_config *cfg) {
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (strcmp(e->section, "loop") != 0)
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < N_LOOP_KEYS; k++)
+      known = known || strcmp(loop_keys[k].name, e->key) == 0;
+    if (!known)
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown key \"%s\" in [loop]; accepted: max_epochs, "
+                     "max_steps, accumulate_grad_batches, gradient_clip_val, "
+                     "gradient_clip_algorithm, terminate_on_nan, "
+                     "manual_optimization, seed, val_every_n_epochs, "
+                     "checkpoint_every_n_steps",
+                     e->where, e->key);
+  }
+  lk__loop_config *l = &run->loop;
+  int64_t iv[N_LOOP_KEYS] = {0};
+  double dv[N_LOOP_KEYS] = {0};
+  bool bv[N_LOOP_KEYS] = {0};
+  for (size_t k = 0; k < N_LOOP_KEYS; k++) {
+    int rc = loop_value(cfg, &loop_keys[k], &iv[k], &dv[k], &bv[k]);
+    if (rc != 0)
+      return rc;
+  }
+  l->max_epochs = iv[0];
+  l->max_steps = iv[1];
+  l->accumulate = iv[2];
+  l->clip_val = dv[3];
+  l->clip_algorithm = (int)iv[4];
+  l->terminate_on_nan = bv[5];
+  l->manual = bv[6];
+  l->seed = (uint64_t)iv[7];
+  l->val_every = iv[8];
+  l->ckpt_every = iv[9];
+  if (l->manual && l->accumulate != 1)
+    return lk__err(LK_ECONFIG,
+                   "%s: accumulate_grad_batches = %lld with "
+                   "manual_optimization = true: accumulate in the step "
+                   "plugin instead",
+                   where_of(cfg, "loop", "accumulate_grad_batches"),
+                   (long long)l->accumulate);
+  if (l->manual && l->clip_val != 0)
+    return lk__err(LK_ECONFIG,
+                   "%s: gradient_clip_val with manual_optimization = true: "
+                   "call lk_host_clip_gradients from the step plugin instead",
+                   where_of(cfg, "loop", "gradient_clip_val"));
+  return 0;
+}
+
+/* ---- [plugins] ----------------------------------------------------------- */
+
+static void free_instance(lk__instance *in) {
+  if (!in)
+    return;
+  if (in->created && in->desc->destroy)
+    in->desc->destroy(in->self);
+  lk__options_free(in->opts);
+  lk_plugin_close(in->plugin);
+  free(in->name);
+  free(in);
+}
+
+/* The instance for plugin NAME, loaded the first time a role names it. */
+static int instance_for(lk_run *run, const char *name, const char *where,
+                        lk__instance **out) {
+  for (size_t i = 0; i < run->n_instances; i++)
+    if (strcmp(run->instances[i]->name, name) == 0) {
+      *out = run->instances[i];
+      return 0;
+    }
+  lk__instance *in = calloc(1, sizeof *in);
+  lk__instance **grown =
+      realloc(run->instances, (run->n_instances + 1) * sizeof *grown);
+  if (grown)
+    run->instances = grown;
+  if (!in || !grown || !(in->name = lk__strdup(name))) {
+    free(in);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  int rc = lk_plugin_open(name, &in->plugin);
+  if (rc != 0) {
+    free(in->name);
+    free(in);
+    return lk__err_prefix(rc, "%s", where);
+  }
+  in->desc = lk_plugin_desc(in->plugin);
+  if (strchr(name, '/')) { /* a path: its section is the plugin's name */
+    free(in->name);
+    if (!(in->name = lk__strdup(in->desc->name))) {
+      lk_plugin_close(in->plugin);
+      free(in);
+      return lk__err(LK_ENOMEM, "out of memory");
+    }
+  }
+  in->host.run = run;
+  in->host.inst = in;
+  run->instances[run->n_instances++] = in;
+  *out = in;
+  return 0;
+}
+
+static bool has_kind(const lk__instance *in, const char *role) {
+  const lk_descriptor *d = in->desc;
+  if (!strcmp(role, "step"))
+    return d->step && d->step->training_step;
+  if (!strcmp(role, "backward"))
+    return d->backward && d->backward->backward;
+  if (!strcmp(role, "zero_grad"))
+    return d->zero_grad && d->zero_grad->zero_grad;
+  if (!strcmp(role, "optimizer"))
+    return d->optimizer && d->optimizer->step;
+  if (!strcmp(role, "profiler"))
+    return d->profiler && d->profiler->action && d->profiler->start &&
+           d->profiler->stop;
+  if (!strcmp(role, "data"))
+    return d->data && d->data->epoch && d->data->batch;
+  if (!strcmp(role, "strategy"))
+    return d->strategy != NULL;
+  if (!strcmp(role, "callbacks"))
+    return d->callback != NULL;
+  return false;
+}
+
+static int assign(lk_run *run, const char *role, const char *name,
+                  const char *where, lk__instance **slot) {
+  lk__instance *in = NULL;
+  int rc = instance_for(run, name, where, &in);
+  if (rc != 0)
+    return rc;
+  if (!has_kind(in, role)) {
+    char kinds[128];
+    return lk__err(
+        LK_EKIND, "%s: plugin %s (%s) cannot be the %s: it implements %s",
+        where, name, lk_plugin_path(in->plugin),
+        strcmp(role, "callbacks") ? role : "callback",
+        *lk_plugin_kinds(in->plugin, kinds, sizeof kinds) ? kinds : "no kind");
+  }
+  *slot = in;
+  return 0;
+}
+
+static int parse_plugins(lk_run *run, const lk_config *cfg) {
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (strcmp(e->section, "plugins") != 0)
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < N_ROLES; k++)
+      known = known || strcmp(plugin_roles[k], e->key) == 0;
+    if (!known)
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown key \"%s\" in [plugins]; accepted: step, "
+                     "backward, zero_grad, optimizer, profiler, data, "
+                     "strategy, callbacks",
+                     e->where, e->key);
+  }
+  const lk_config_entry *step = lk_config_find(cfg, "plugins", "step");
+  if (!step)
+    return lk__err(LK_ECONFIG,
+                   "%s: [plugins] step is required (the plugin that computes "
+                   "the loss, e.g. step = rosenbrock)",
+                   lk_config_path(cfg));
+  const lk_config_entry *e;
+  int rc;
+  /* Creation order: data first (a model may size itself from it), then
+   * the model, then what works on the model's parameters. */
+  if ((e = lk_config_find(cfg, "plugins", "data")) &&
+      (rc = assign(run, "data", e->value, e->where, &run->data)) != 0)
+    return rc;
+  if ((rc = assign(run, "step", step->value, step->where, &run->step)) != 0)
+    return rc;
+  e = lk_config_find(cfg, "plugins", "backward");
+  if (!run->loop.manual || e) {
+    rc = assign(run, "backward", e ? e->value : step->value,
+                e ? e->where : step->where, &run->backward);
+    if (rc != 0 && !e && run->loop.manual)
+      rc = 0; /* a manual step may have no backward of its own */
+    if (rc != 0)
+      return rc;
+  } else if (has_kind(run->step, "backward"))
+    run->backward = run->step;
+  e = lk_config_find(cfg, "plugins", "zero_grad");
+  if ((rc = assign(run, "zero_grad", e ? e->value : "zero",
+                   e ? e->where : "[plugins] zero_grad (default zero)",
+                   &run->zero_grad)) != 0)
+    return rc;
+  e = lk_config_find(cfg, "plugins", "optimizer");
+  if (e &&
+      (rc = assign(run, "optimizer", e->value, e->where, &run->optimizer)) != 0)
+    return rc;
+  if (!e && !run->loop.manual)
+    return lk__err(LK_ECONFIG,
+                   "%s: [plugins] optimizer is required unless "
+                   "manual_optimization = true (e.g. optimizer = sgd)",
+                   lk_config_path(cfg));
+  if ((e = lk_config_find(cfg, "plugins", "profiler")) &&
+      (rc = assign(run, "profiler", e->value, e->where, &run->profiler)) != 0)
+    return rc;
+  if ((e = lk_config_find(cfg, "plugins", "strategy")) &&
+      (rc = assign(run, "strategy", e->value, e->where, &run->strategy)) != 0)
+    return rc;
+  if ((e = lk_config_find(cfg, "plugins", "callbacks"))) {
+    char *list = lk__strdup(e->value), *save = NULL;
+    if (!list)
+      return lk__err(LK_ENOMEM, "out of memory");
+    for (char *t = strtok_r(list, ",", &save); t && rc == 0;
+         t = strtok_r(NULL, ",", &save)) {
+      while (*t == ' ' || *t == '\t')
+        t++;
+      char *end = t + strlen(t);
+      while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+      if (run->n_callbacks == LK__MAX_CALLBACKS)
+        rc = lk__err(LK_ECONFIG, "%s: more than %d callbacks", e->where,
+                     LK__MAX_CALLBACKS);
+      else
+        rc = assign(run, "callbacks", t, e->where,
+                    &run->callbacks[run->n_callbacks++]);
+    }
+    free(list);
+    if (rc != 0)
+      return rc;
+  }
+  /* The model's own hooks run after the callbacks'. */
+  bool listed = false;
+  for (size_t i = 0; i < run->n_callbacks; i++)
+    listed = listed || run->callbacks[i] == run->step;
+  if (run->step->desc->callback && !listed)
+    run->callbacks[run->n_callbacks++] = run->step;
+  if (!run->data && run->loop.max_steps < 0)
+    return lk__err(LK_ECONFIG,
+                   "%s: without a data plugin there are no epochs: set "
+                   "[loop] max_steps",
+                   where_of(cfg, "loop", "max_steps"));
+  return 0;
+}
+
+/* Every section must be [loop], [plugins] or a named plugin's. */
+static int check_sections(lk_run *run, const lk_config *cfg) {
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (!strcmp(e->section, "loop") || !strcmp(e->section, "plugins"))
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < run->n_instances; k++)
+      known = known || strcmp(run->instances[k]->name, e->section) == 0;
+    if (known)
+      continue;
+    char names[1024] = "loop, plugins";
+    size_t used = strlen(names);
+    for (size_t k = 0; k < run->n_instances; k++) {
+      int w = snprintf(names + used, sizeof names - used, ", %s",
+                       run->instances[k]->name);
+      if (w > 0 && (size_t)w < sizeof names - used)
+        used += (size_t)w;
+    }
+    const char *where = lk_config_section_where(cfg, e->section);
+    return lk__err(LK_ECONFIG,
+                   "%s: unknown section [%s]: not a plugin named in "
+                   "[plugins]; accepted sections: %s",
+                   where ? where : e->where, e->section, names);
+  }
+  return 0;
+}
+
+/* ---- the effective config and the run directory ------------------------- */
+
+static int effective_config(lk_run *run, const lk_config *cfg) {
+  int rc = lk_config_new(&run->cfg);
+  for (size_t k = 0; k < N_LOOP_KEYS && rc == 0; k++) {
+    const lk_config_entry *e = lk_config_find(cfg, "loop", loop_keys[k].name);
+    rc = lk_config_put(run->cfg, "loop", loop_keys[k].name,
+                       e ? e->value : loop_keys[k].def,
+                       e ? e->where : "default");
+  }
+  struct {
+    const char *role;
+    lk__instance *in;
+  } roles[] = {{"step", run->step},           {"backward", run->backward},
+               {"zero_grad", run->zero_grad}, {"optimizer", run->optimizer},
+               {"profiler", run->profiler},   {"data", run->data},
+               {"strategy", run->strategy}};
+  for (size_t r = 0; r < sizeof roles / sizeof roles[0] && rc == 0; r++)
+    if (roles[r].in)
+      rc = lk_config_put(run->cfg, "plugins", roles[r].role, roles[r].in->name,
+                         where_of(cfg, "plugins", roles[r].role));
+  const lk_config_entry *cb = lk_config_find(cfg, "plugins", "callbacks");
+  if (cb && rc == 0)
+    rc = lk_config_put(run->cfg, "plugins", "callbacks", cb->value, cb->where);
+  for (size_t i = 0; i < run->n_instances && rc == 0; i++)
+    rc = lk__options_export(run->instances[i]->opts, run->instances[i]->name,
+                            run->cfg);
+  return rc;
+}
+
+static int mkdir_p(const char *path) {
+  char *copy = lk__strdup(path);
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = 0;
+  for (char *p = copy + 1; *p && rc == 0; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(copy, 0777) != 0 && errno != EEXIST)
+      rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
+                   strerror(errno));
+    *p = '/';
+  }
+  if (rc == 0 && mkdir(copy, 0777) != 0 && errno != EEXIST)
+    rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
+                 strerror(errno));
+  free(copy);
+  return rc;
+}
+
+static bool dir_is_empty(const char *path) {
+  char *probe = lk__asprintf("%s/config.ini", path);
+  char *probe2 = lk__asprintf("%s/metrics.csv", path);
+  char *probe3 = lk__asprintf("%s/checkpoints", path);
+  bool empty = probe && probe2 && probe3 && access(probe, F_OK) != 0 &&
+               access(probe2, F_OK) != 0 && access(probe3, F_OK) != 0;
+  free(probe);
+  free(probe2);
+  free(probe3);
+  return empty;
+}
+
+/* runs/<config name>-<N>: the first N whose directory mkdir creates, so two
+ * runs never share one. */
+static int new_run_dir(lk_run *run, const char *config_path) {
+  char *copy = lk__strdup(config_path);
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  char *base = basename(copy);
+  char *dot = strrchr(base, '.');
+  if (dot && dot != base)
+    *dot = '\0';
+  int rc = mkdir_p("runs");
+  for (unsigned n = 1; rc == 0 && n < 1000000; n++) {
+    char *dir = lk__asprintf("runs/%s-%u", base, n);
+    if (!dir) {
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    if (mkdir(dir, 0777) == 0) {
+      run->dir = dir;
+      break;
+    }
+    int e = errno;
+    free(dir);
+    if (e != EEXIST)
+      rc =
+          lk__err(LK_EIO, "cannot create runs/%s-%u: %s", base, n, strerror(e));
+  }
+  free(copy);
+  return rc;
+}
+
+static int make_run_dir(lk_run *run, const char *config_path) {
+  int rc;
+  if (run->opts.out_dir) {
+    if (!run->opts.resume && !dir_is_empty(run->opts.out_dir))
+      return lk__err(LK_ECONFIG,
+                     "--out %s already holds a run (config.ini, metrics.csv "
+                     "or checkpoints/): choose another directory; an earlier "
+                     "run's files are never overwritten",
+                     run->opts.out_dir);
+    if ((rc = mkdir_p(run->opts.out_dir)) != 0)
+      return rc;
+    if (!(run->dir = lk__strdup(run->opts.out_dir)))
+      return lk__err(LK_ENOMEM, "out of memory");
+  } else if (run->opts.resume) {
+    /* DIR/checkpoints/last.ckpt continues in DIR. */
+    char *copy = lk__strdup(run->opts.resume);
+    if (!copy)
+      return lk__err(LK_ENOMEM, "out of memory");
+    char *ckdir = dirname(copy);
+    run->dir = lk__asprintf("%s/..", ckdir);
+    free(copy);
+    if (!run->dir)
+      return lk__err(LK_ENOMEM, "out of memory");
+  } else if ((rc = new_run_dir(run, config_path)) != 0)
+    return rc;
+  char *ck = lk__asprintf("%s/checkpoints", run->dir);
+  rc = ck ? mkdir_p(ck) : lk__err(LK_ENOMEM, "out of memory");
+  free(ck);
+  return rc;
+}
+
+static int write_config(lk_run *run) {
+  char *path = lk__asprintf("%s/config.ini", run->dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  FILE *f = fopen(path, run->opts.resume ? "r" : "w");
+  int rc = 0;
+  if (!f && !run->opts.resume)
+    rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
+  else if (f && !run->opts.resume) {
+    rc = lk_config_write(run->cfg, f);
+    if (fclose(f) != 0 && rc == 0)
+      rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
+  } else if (f)
+    fclose(f);
+  free(path);
+  return rc;
+}
+
+/* ---- closures ------------------------------------------------------------ */
+
+static int probe_step(void *self, const lk_batch *b, lk_step_result *out) {
+  lk_run *run = self;
+  const lk_profiler_ops *p = run->profiler->desc->profiler;
+  p->start(run->profiler->self, run->act_step);
+  int rc = run->probes.step(run->probes.step_self, b, out);
+  p->stop(run->profiler->self, run->act_step);
+  return rc;
+}
+
+static int probe_zero_grad(void *self, lk_tensor *const *params, size_t n) {
+  lk_run *run = self;
+  const lk_profiler_ops *p = run->profiler->desc->profiler;
+  p->start(run->profiler->self, run->act_zero_grad);
+  int rc = run->probes.zero_grad(run->probes.zero_grad_self, params, n);
+  p->stop(run->profiler->self, run->act_zero_grad);
+  return rc;
+}
+
+static int probe_backward(void *self, const lk_batch *b, double scale) {
+  lk_run *run = self;
+  const lk_profiler_ops *p = run->profiler->desc->profiler;
+  p->start(run->profiler->self, run->act_backward);
+  int rc = run->probes.backward(run->probes.backward_self, b, scale);
+  p->stop(run->profiler->self, run->act_backward);
+  return rc;
+}
+
+static void closure_start(void *ctx) {
+  lk_run *run = ctx;
+  run->profiler->desc->profiler->start(run->profiler->self, run->act_closure);
+}
+
+static void closure_stop(void *ctx) {
+  lk_run *run = ctx;
+  run->profiler->desc->profiler->stop(run->profiler->self, run->act_closure);
+}
+
+static void closure_log(void *user, lk_log_level level, const char *msg) {
+  lk__log(user, level, "%s", msg);
+}
+
+static int hook_before_zero_grad(void *ctx) {
+  return lk__hook(ctx, offsetof(lk_callback_ops, on_before_zero_grad),
+                  "on_before_zero_grad");
+}
+
+static int hook_before_backward(void *ctx, double loss) {
+  return lk__hook_before_backward(ctx, loss);
+}
+
+static int hook_after_backward(void *ctx) {
+  lk_run *run = ctx;
+  int rc = 0;
+  if (run->strategy && run->strategy->desc->strategy->reduce_gradients &&
+      (rc = run->strategy->desc->strategy->reduce_gradients(
+           run->strategy->self, run->params, run->n_params)) != 0)
+    return lk__err_prefix(rc, "reduce_gradients of plugin %s",
+                          run->strategy->name);
+  return lk__hook(ctx, offsetof(lk_callback_ops, on_after_backward),
+                  "on_after_backward");
+}
+
+/* After each evaluation the optimizer asks for: on_before_optimizer_step,
+ * then clipping, so that every evaluation's gradients are clipped. */
+static int after_closure(void *ctx, double loss) {
+  lk_run *run = ctx;
+  (void)loss;
+  int rc = lk__hook(run, offsetof(lk_callback_ops, on_before_optimizer_step),
+                    "on_before_optimizer_step");
+  if (rc == 0 && run->loop.clip_val > 0)
+    rc = lk__clip_gradients(run, run->loop.clip_val, run->loop.clip_algorithm);
+  if (rc != 0) {
+    run->hook_rc = rc;
+    snprintf(run->hook_msg, sizeof run->hook_msg, "%s", lk_last_error());
+  }
+  return rc;
+}
+
+static int action(lk_run *run, const char *name, int *id) {
+  *id = run->profiler->desc->profiler->action(run->profiler->self, name);
+  if (*id < 0)
+    return lk__err_prefix(*id, "profiler %s refused action %s",
+                          run->profiler->name, name);
+  return 0;
+}
+
+static int build_closures(lk_run *run) {
+  lk_closure_parts parts = {
+      .step = run->step->desc->step->training_step,
+      .step_self = run->step->self,
+      .params = run->params,
+      .n_params = run->n_params,
+      .terminate_on_nan = run->loop.terminate_on_nan,
+      .step_name = run->step->name,
+      .zero_grad_name = run->zero_grad->name,
+      .backward_name = run->backward ? run->backward->name : "none",
+      .log = closure_log,
+      .log_user = run,
+  };
+  if (!run->loop.manual) {
+    parts.zero_grad = run->zero_grad->desc->zero_grad->zero_grad;
+    parts.zero_grad_self = run->zero_grad->self;
+    parts.backward = run->backward->desc->backward->backward;
+    parts.backward_self = run->backward->self;
+  }
+  bool reduce =
+      run->strategy && run->strategy->desc->strategy->reduce_gradients;
+  if (run->n_callbacks > 0 || reduce) {
+    parts.before_zero_grad = hook_before_zero_grad;
+    parts.before_backward = hook_before_backward;
+    parts.after_backward = hook_after_backward;
+    parts.hook_ctx = run;
+  }
+  int rc = 0;
+  if (run->profiler) {
+    if ((rc = action(run, "closure", &run->act_closure)) != 0 ||
+        (rc = action(run, "training_step", &run->act_step)) != 0 ||
+        (rc = action(run, "zero_grad", &run->act_zero_grad)) != 0 ||
+        (rc = action(run, "backward", &run->act_backward)) != 0 ||
+        (rc = action(run, "optimizer_step", &run->act_optimizer)) != 0 ||
+        (rc = action(run, "validation", &run->act_validation)) != 0 ||
+        (rc = action(run, "checkpoint_save", &run->act_checkpoint)) != 0 ||
+        (rc = action(run, "run_training_epoch", &run->act_epoch)) != 0)
+      return rc;
+    run->probes = (lk__probes){parts.step,      parts.step_self,
+                               parts.zero_grad, parts.zero_grad_self,
+                               parts.backward,  parts.backward_self};
+    parts.step = probe_step;
+    parts.step_self = run;
+    if (parts.zero_grad) {
+      parts.zero_grad = probe_zero_grad;
+      parts.zero_grad_self = run;
+    }
+    if (parts.backward) {
+      parts.backward = probe_backward;
+      parts.backward_self = run;
+    }
+  }
+  if ((rc = lk_closure_new(&parts, &run->closure)) != 0)
+    return rc;
+  lk_closure_set_caller(run->closure,
+                        run->optimizer ? run->optimizer->name : "(manual)");
+  lk_closure_prepare(run->closure, &run->no_data_batch, 1.0, true, 0, 0);
+  lk_closure_fn fn = lk_closure_function(run->closure);
+  run->plain_closure = fn;
+  bool has_before_step = false;
+  for (size_t i = 0; i < run->n_callbacks; i++)
+    has_before_step =
+        has_before_step ||
+        run->callbacks[i]->desc->callback->on_before_optimizer_step;
+  if (!run->loop.manual && (run->loop.clip_val > 0 || has_before_step)) {
+    if ((rc = lk_closure_then(fn, after_closure, run, &run->after_wrap)) != 0)
+      return rc;
+    fn = lk_wrap_function(run->after_wrap);
+  }
+  if (run->profiler) {
+    if ((rc = lk_closure_around(fn, closure_start, closure_stop, run,
+                                &run->profile_wrap)) != 0 ||
+        (rc = lk_closure_around(run->plain_closure, closure_start, closure_stop,
+                                run, &run->plain_profile_wrap)) != 0)
+      return rc;
+    fn = lk_wrap_function(run->profile_wrap);
+    run->plain_closure = lk_wrap_function(run->plain_profile_wrap);
+  }
+  run->opt_closure = fn;
+  return 0;
+}
+
+/* ---- resume ---------------------------------------------------------------
+ */
+
+static int same_shape(const lk_tensor *a, const lk_tensor *b) {
+  if (a->dtype != b->dtype || a->ndim != b->ndim)
+    return 0;
+  for (size_t i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i])
+      return 0;
+  return 1;
+}
+
+static void shape_text(const lk_tensor *t, char *buf, size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "%s[", lk_dtype_name(t->dtype));
+  for (size_t i = 0; i < t->ndim && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? "," : "",
+                             t->shape[i]);
+  if (used < len)
+    snprintf(buf + used, len - used, "]");
+}
+
+/* Everything is checked before anything is copied: a checkpoint that does
+ * not fit the config loads nothing. */
+static int resume(lk_run *run, const char *path) {
+  lk__ckpt *ck;
+  int rc = lk__ckpt_read(path, &ck);
+  if (rc != 0)
+    return rc;
+  lk_tensor **match = calloc(ck->n ? ck->n : 1, sizeof *match);
+  if (!match) {
+    lk__ckpt_free(ck);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  size_t want = run->n_params + run->n_states;
+  for (size_t i = 0; i < ck->n && rc == 0; i++) {
+    lk_tensor **list =
+        ck->kinds[i] == LK__CKPT_PARAM ? run->params : run->states;
+    size_t n = ck->kinds[i] == LK__CKPT_PARAM ? run->n_params : run->n_states;
+    match[i] = NULL;
+    for (size_t k = 0; k < n; k++)
+      if (strcmp(list[k]->name, ck->tensors[i].name) == 0)
+        match[i] = list[k];
+    char a[96], b[96];
+    if (!match[i])
+      rc = lk__err(LK_EFORMAT, "%s: holds %s, which this config does not build",
+                   path, ck->tensors[i].name);
+    else if (!same_shape(match[i], &ck->tensors[i])) {
+      shape_text(&ck->tensors[i], a, sizeof a);
+      shape_text(match[i], b, sizeof b);
+      rc = lk__err(LK_EFORMAT, "%s: %s is %s there but %s in this config", path,
+                   ck->tensors[i].name, a, b);
+    }
+  }
+  if (rc == 0 && ck->n != want)
+    rc = lk__err(LK_EFORMAT,
+                 "%s: holds %zu tensors, this config builds %zu (parameters "
+                 "and optimizer state)",
+                 path, ck->n, want);
+  if (rc == 0) {
+    for (size_t i = 0; i < ck->n; i++)
+      memcpy(match[i]->data, ck->tensors[i].data,
+             match[i]->numel * lk_dtype_size(match[i]->dtype));
+    run->progress = ck->progress;
+    run->rng = ck->rng;
+  }
+  free(match);
+  lk__ckpt_free(ck);
+  return rc;
+}
+
+/* ---- lk_run_new ------------------------------------------------------------
+ */
+
+static int create_instances(lk_run *run) {
+  lk__instance *order[] = {run->data,      run->step,      run->backward,
+                           run->zero_grad, run->optimizer, run->profiler,
+                           run->strategy};
+  size_t n = sizeof order / sizeof order[0];
+  for (size_t i = 0; i < n + run->n_callbacks; i++) {
+    lk__instance *in = i < n ? order[i] : run->callbacks[i - n];
+    if (!in || in->created)
+      continue;
+    if (in->desc->create) {
+      int rc = in->desc->create(&in->host, in->opts, &in->self);
+      if (rc != 0)
+        return lk__err_prefix(rc < 0 ? rc : LK_EPLUGIN,
+                              "plugin %s (%s) failed to start", in->name,
+                              lk_plugin_path(in->plugin));
+    }
+    in->created = true;
+  }
+  return 0;
+}
+
+int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+  lk_run *run = calloc(1, sizeof *run);
+  if (!run)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (opts)
+    run->opts = *opts;
+  else
+    run->opts.verbosity = LK_LOG_INFO;
+  int rc = parse_loop(run, cfg);
+  if (rc == 0)
+    rc = parse_plugins(run, cfg);
+  if (rc == 0)
+    rc = check_sections(run, cfg);
+  for (size_t i = 0; i < run->n_instances && rc == 0; i++)
+    rc = lk__options_parse(run->instances[i]->desc, run->instances[i]->name,
+                           cfg, &run->instances[i]->opts);
+  if (rc == 0) {
+    lk_rng_seed(&run->rng, run->loop.seed, 0);
+    run->no_data_batch.split = LK_SPLIT_TRAIN;
+    rc = create_instances(run);
+  }
+  run->setup_done = true;
+  if (rc == 0 && run->n_params == 0)
+    rc = lk__err(LK_ECONFIG,
+                 "plugin %s (the step) created no parameters: nothing to "
+                 "train",
+                 run->step->name);
+  if (rc == 0 && run->strategy && run->strategy->desc->strategy->setup &&
+      (rc = run->strategy->desc->strategy->setup(
+           run->strategy->self, run->params, run->n_params)) != 0)
+    rc = lk__err_prefix(rc, "setup of strategy %s", run->strategy->name);
+  if (rc == 0)
+    rc = effective_config(run, cfg);
+  if (rc == 0)
+    rc = build_closures(run);
+  if (rc == 0 && run->opts.resume)
+    rc = resume(run, run->opts.resume);
+  if (rc == 0)
+    rc = make_run_dir(run, lk_config_path(cfg));
+  if (rc == 0)
+    rc = write_config(run);
+  if (rc != 0) {
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", lk_last_error());
+    lk_run_free(run);
+    return lk__err(rc, "%s", msg);
+  }
+  *out = run;
+  return 0;
+}
+
+const char *lk_run_dir(const lk_run *run) {
+  return run->dir;
+}
+
+lk_closure_fn lk_run_closure(lk_run *run) {
+  return run->opt_closure;
+}
+
+lk_tensor *const *lk_run_params(lk_run *run, size_t *n) {
+  *n = run->n_params;
+  return run->params;
+}
+
+void *lk_run_instance(lk_run *run, const char *role,
+                      const lk_descriptor **desc) {
+  lk__instance *in = NULL;
+  if (!strcmp(role, "step"))
+    in = run->step;
+  else if (!strcmp(role, "backward"))
+    in = run->backward;
+  else if (!strcmp(role, "zero_grad"))
+    in = run->zero_grad;
+  else if (!strcmp(role, "optimizer"))
+    in = run->optimizer;
+  else if (!strcmp(role, "profiler"))
+    in = run->profiler;
+  else if (!strcmp(role, "data"))
+    in = run->data;
+  else if (!strcmp(role, "strategy"))
+    in = run->strategy;
+  if (desc)
+    *desc = in ? in->desc : NULL;
+  return in ? in->self : NULL;
+}
+
+int lk_run_summary(const lk_run *run, char *buf, size_t len) {
+  if (run->have_last_loss)
+    snprintf(buf, len,
+             "trained %llu steps (%llu epochs) in %.3f s; last loss %.9g; "
+             "run directory %s",
+             (unsigned long long)run->progress.global_step,
+             (unsigned long long)run->progress.epoch, run->seconds,
+             run->last_loss, run->dir);
+  else
+    snprintf(buf, len,
+             "trained %llu steps (%llu epochs) in %.3f s; run directory %s",
+             (unsigned long long)run->progress.global_step,
+             (unsigned long long)run->progress.epoch, run->seconds, run->dir);
+  return 0;
+}
+
+void lk_run_free(lk_run *run) {
+  if (!run)
+    return;
+  lk__metrics_close(run->metrics);
+  /* Closures point into plugin code: free them before any dlclose. */
+  lk_wrap_free(run->profile_wrap);
+  lk_wrap_free(run->plain_profile_wrap);
+  lk_wrap_free(run->after_wrap);
+  lk_closure_free(run->closure);
+  /* Destroy in reverse creation order, then unload. */
+  lk__instance *order[] = {run->data,      run->step,      run->backward,
+                           run->zero_grad, run->optimizer, run->profiler,
+                           run->strategy};
+  size_t n = sizeof order / sizeof order[0];
+  for (size_t i = n + run->n_callbacks; i-- > 0;) {
+    lk__instance *in = i < n ? order[i] : run->callbacks[i - n];
+    if (in && in->created) {
+      if (in->desc->destroy)
+        in->desc->destroy(in->self);
+      in->created = false;
+    }
+  }
+  for (size_t i = 0; i < run->n_instances; i++)
+    free_instance(run->instances[i]);
+  free(run->instances);
+  lk__free_tensors(run);
+  lk_config_free(run->cfg);
+  free(run->dir);
+  free(run);
+}

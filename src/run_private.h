@@ -1,0 +1,115 @@
+/* The run: what lk_run_new builds and lk_run_train drives. Shared by run.c
+ * (setup), loop.c (training) and host.c (what plugins may call). */
+#ifndef LK_RUN_PRIVATE_H
+#define LK_RUN_PRIVATE_H
+
+#include "internal.h"
+#include "metrics.h"
+#include "options.h"
+
+typedef struct lk__instance lk__instance;
+
+/* Each plugin instance sees the run through its own handle, so that what it
+ * logs, fails with or allocates is attributed to it. */
+struct lk_host {
+  lk_run *run;
+  lk__instance *inst;
+};
+
+struct lk__instance {
+  lk_plugin *plugin;
+  const lk_descriptor *desc;
+  char *name; /* as named in [plugins]: its config section */
+  lk_options *opts;
+  void *self;
+  bool created;
+  lk_host host;
+};
+
+/* With a profiler, the closure calls the model through these: the real
+ * entries, timed as the profiler's actions. */
+typedef struct lk__probes {
+  int (*step)(void *self, const lk_batch *batch, lk_step_result *out);
+  void *step_self;
+  int (*zero_grad)(void *self, lk_tensor *const *params, size_t n);
+  void *zero_grad_self;
+  int (*backward)(void *self, const lk_batch *batch, double scale);
+  void *backward_self;
+} lk__probes;
+
+enum { LK__CLIP_NORM, LK__CLIP_VALUE };
+
+typedef struct lk__loop_config {
+  int64_t max_epochs;
+  int64_t max_steps; /* -1: no limit */
+  int64_t accumulate;
+  double clip_val;
+  int clip_algorithm;
+  bool terminate_on_nan;
+  bool manual;
+  uint64_t seed;
+  int64_t val_every;
+  int64_t ckpt_every;
+} lk__loop_config;
+
+#define LK__MAX_CALLBACKS 16
+
+struct lk_run {
+  lk_config *cfg; /* the effective config, defaults filled in */
+  lk_run_options opts;
+  lk__loop_config loop;
+
+  lk__instance **instances; /* one per distinct plugin name */
+  size_t n_instances;
+  lk__instance *step, *backward, *zero_grad, *optimizer, *profiler, *data,
+      *strategy;
+  lk__instance *callbacks[LK__MAX_CALLBACKS + 1]; /* + the model's own */
+  size_t n_callbacks;
+
+  lk_tensor **params;
+  size_t n_params;
+  lk_tensor **states;
+  size_t n_states;
+  bool setup_done; /* no more params or state after creation */
+
+  lk_rng rng;
+  char *dir;
+
+  lk_batch no_data_batch;
+  lk_closure *closure;
+  lk_wrap *after_wrap, *profile_wrap, *plain_profile_wrap;
+  lk_closure_fn opt_closure;   /* what the optimizer receives */
+  lk_closure_fn plain_closure; /* what the loop calls between steps */
+
+  /* Profiling: action ids, and the probes the closure calls through. */
+  int act_closure, act_step, act_zero_grad, act_backward, act_optimizer,
+      act_validation, act_checkpoint, act_epoch;
+
+  lk__progress progress;
+  bool stop_requested;
+  bool in_training_step; /* manual-optimization calls are valid */
+  int hook_rc;           /* a failure after the closure (hooks, clipping) */
+  char hook_msg[1024];
+  lk__probes probes;
+  lk__metrics *metrics;
+  double last_loss;
+  bool have_last_loss;
+  double seconds;
+};
+
+/* loop.c */
+int lk__loop_run(lk_run *run);
+int lk__clip_gradients(lk_run *run, double value, int algorithm);
+int lk__save_checkpoint(lk_run *run);
+
+/* host.c */
+int lk__add_tensor(lk_run *run, lk__instance *inst, const char *name,
+                   lk_dtype dtype, size_t ndim, const size_t *shape, bool param,
+                   lk_tensor **out);
+void lk__free_tensors(lk_run *run);
+int lk__hook(lk_run *run, size_t offset, const char *hook);
+int lk__hook_before_backward(lk_run *run, double loss);
+void lk__log(lk_run *run, lk_log_level level, const char *fmt, ...)
+    LK_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,117 @@
+#!/bin/sh
+# Every error exit of DESIGN.md section 1: status 2 when nothing was
+# trained, 1 when the run started and failed, and a message naming the
+# culprit (file:line, plugin and path, option and accepted values).
+. "$LK_SRCDIR/tests/cli/lib.sh"
+B=${LK_BROKEN_DIR:?}
+
+# ---- usage ----
+expect 2 'usage: loopkit train' "no command: usage, status 2" --
+expect 2 'unknown command "frobnicate"' "unknown command" -- frobnicate
+expect 2 'no config file' "train without a config" -- train
+expect 2 'unknown option "--bogus"' "unknown train option" -- train x.ini --bogus
+expect 2 '--out needs a value' "option without its value" -- train x.ini --out
+expect 2 'cannot open config .*/missing.ini' "missing config file" -- train "$T/missing.ini"
+
+# ---- config syntax and keys ----
+config good <<'INI'
+[loop]
+max_steps = 3
+[plugins]
+step = rosenbrock
+optimizer = sgd
+INI
+printf '[loop]\nmax_steps = 3\nthis is not ini\n' >"$T/syntax.ini"
+expect 2 'syntax.ini:3: ' "syntax error names file:line" -- train "$T/syntax.ini"
+printf '[loop]\nmax_step = 3\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/key.ini"
+expect 2 'key.ini:2: unknown key "max_step" in \[loop\]; accepted: max_epochs, max_steps' \
+  "unknown [loop] key names file:line and lists keys" -- train "$T/key.ini"
+printf '[loop]\nmax_steps = many\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/val.ini"
+expect 2 'val.ini:2: loop.max_steps = "many": expected an integer' \
+  "malformed [loop] value" -- train "$T/val.ini"
+printf '[loop]\nmax_steps = 3\nterminate_on_nan = yes\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/bool.ini"
+expect 2 'bool.ini:3: .*expected true or false' "malformed boolean" -- train "$T/bool.ini"
+printf '[loop]\nmax_steps = 3\ngradient_clip_algorithm = max\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/enum.ini"
+expect 2 'enum.ini:3: .*expected one of norm\|value' "malformed enum" -- train "$T/enum.ini"
+printf '[loop]\nmax_steps = 3\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n[adam]\nlr = 1\n' >"$T/sect.ini"
+expect 2 'sect.ini:6: unknown section \[adam\].*accepted sections: loop, plugins' \
+  "unknown section" -- train "$T/sect.ini"
+printf '[loop]\nmax_steps = 3\n[plugins]\noptimizer = sgd\n' >"$T/nostep.ini"
+expect 2 'step is required' "missing step" -- train "$T/nostep.ini"
+printf '[loop]\nmax_steps = 3\n[plugins]\nstep = rosenbrock\n' >"$T/noopt.ini"
+expect 2 'optimizer is required unless manual_optimization' "missing optimizer" -- train "$T/noopt.ini"
+printf '[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/nosteps.ini"
+expect 2 'without a data plugin .* set \[loop\] max_steps' "max_steps required without data" -- train "$T/nosteps.ini"
+printf '[plugins]\nstep = rosenbrock\noptimizer = sgd\nprofiler = simple\nwhat = 1\n' >"$T/role.ini"
+expect 2 'role.ini:5: unknown key "what" in \[plugins\]; accepted: step' "unknown [plugins] key" -- train "$T/role.ini"
+
+# ---- --set ----
+expect 2 '--set "loop": expected SECTION.KEY=VALUE' "malformed --set" -- train "$T/good.ini" --set loop
+expect 2 '--set loop.max_epoch=2: unknown key "max_epoch"' "--set of an unknown key names the --set" \
+  -- train "$T/good.ini" --set loop.max_epoch=2
+expect 2 '--set sgd.lr=fast: option sgd.lr: expected a number, got "fast"' \
+  "--set with a bad option value" -- train "$T/good.ini" --set sgd.lr=fast
+
+# ---- plugins ----
+expect 2 'plugin nosuch not found; tried: .*/nosuch.so' "unknown plugin lists the paths tried" \
+  -- train "$T/good.ini" --set plugins.optimizer=nosuch
+expect 2 'invalid plugin name "s!gd"' "bad plugin name refused" -- train "$T/good.ini" --set 'plugins.optimizer=s!gd'
+expect 2 'plugin rosenbrock .*rosenbrock.so\) cannot be the optimizer: it implements step,backward' \
+  "plugin of the wrong kind" -- train "$T/good.ini" --set plugins.optimizer=rosenbrock
+printf '[loop]\nmax_steps = 3\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n[sgd]\nlr = 0.1\nbeta = 2\n' >"$T/opt.ini"
+expect 2 'opt.ini:8: unknown option "beta" for plugin sgd; accepted: lr, momentum' \
+  "unknown plugin option lists accepted ones" -- train "$T/opt.ini"
+expect 2 'option rosenbrock.dtype: expected one of f64\|f32, got "f16"' "bad enum option" \
+  -- train "$T/good.ini" --set rosenbrock.dtype=f16
+expect 2 'option rosenbrock.x0: expected a comma list of numbers' "bad list option" \
+  -- train "$T/good.ini" --set rosenbrock.x0=1,,2
+expect 2 'plugin refuse \(.*refuse.so\) failed to start: option ok = false' \
+  "plugin that refuses its options" -- train "$T/good.ini" --set plugins.zero_grad=refuse
+expect 2 "nodesc.so\) has no descriptor: symbol lk_plugin_descriptor" "plugin without descriptor" \
+  -- train "$T/good.ini" --set "plugins.zero_grad=$B/nodesc.so"
+expect 2 'built for loopkit plugin ABI 99.3; this loopkit has ABI 1.0' "ABI mismatch names both" \
+  -- train "$T/good.ini" --set "plugins.zero_grad=$B/badabi.so"
+expect 2 'cannot load plugin .*undefsym.so.*lk_no_such_function_anywhere' "dlopen error text" \
+  -- train "$T/good.ini" --set "plugins.zero_grad=$B/undefsym.so"
+expect 2 'accumulate_grad_batches = 2 with manual_optimization' "manual with accumulation" \
+  -- train "$T/good.ini" --set loop.manual_optimization=true --set loop.accumulate_grad_batches=2
+expect 2 'gradient_clip_val with manual_optimization' "manual with clipping" \
+  -- train "$T/good.ini" --set loop.manual_optimization=true --set loop.gradient_clip_val=1
+expect 2 'plugin nosuch not found' "inspect of an unknown plugin" -- inspect nosuch
+expect 2 'none.ckpt: no such checkpoint' "dump of a missing file" -- dump "$T/none.ckpt"
+echo "not a checkpoint" >"$T/text.ckpt"
+expect 2 'not a loopkit checkpoint' "dump of a foreign file" -- dump "$T/text.ckpt"
+
+# ---- run directory ----
+expect 0 'trained 3 steps' "a good config trains" -- train "$T/good.ini" --out "$T/run1" --quiet
+expect 2 'already holds a run' "--out never overwrites an earlier run" -- train "$T/good.ini" --out "$T/run1"
+
+# ---- failures during training: status 1 ----
+config nan <<INI
+[loop]
+max_steps = 10
+terminate_on_nan = true
+checkpoint_every_n_steps = 1
+[plugins]
+step = probe
+optimizer = probe
+[probe]
+nan_loss_at = 4
+INI
+expect 1 'non-finite loss nan at epoch 0, batch 4' "NaN loss stops the run" -- train "$T/nan.ini" --out "$T/nan"
+check "no NaN in the last checkpoint after a NaN loss" \
+  sh -c "'$LOOPKIT' dump '$T/nan/checkpoints/last.ckpt' >'$T/d' && ! grep -qi nan '$T/d' && grep -q '^w\[0\] ' '$T/d'"
+expect 1 'non-finite parameter w\[1\] = nan after backward \(epoch 0, batch 2\)' \
+  "NaN parameter stops the run, named" -- train "$T/nan.ini" --out "$T/nanp" \
+  --set probe.nan_loss_at=-1 --set probe.nan_param_at=2
+check "no NaN in the last checkpoint after a NaN parameter" \
+  sh -c "'$LOOPKIT' dump '$T/nanp/checkpoints/last.ckpt' >'$T/d' && ! grep -qi nan '$T/d'"
+expect 1 'training_step of plugin probe: probe failing on purpose at call 3' \
+  "plugin error mid-training names plugin and call" -- train "$T/nan.ini" --out "$T/fail" \
+  --set probe.nan_loss_at=-1 --set probe.fail_at=3
+check "last checkpoint intact after a plugin error" \
+  sh -c "'$LOOPKIT' dump '$T/fail/checkpoints/last.ckpt' | grep -q '^w\[1\] '"
+expect 1 'optimizer probe returned without calling the closure' \
+  "optimizer that never calls the closure" -- train "$T/nan.ini" --out "$T/lazy" \
+  --set probe.nan_loss_at=-1 --set probe.evals=0
+finish
