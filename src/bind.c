@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "internal.h"
+#include "thunk.h"
 
 /* How the target's result becomes a double. Integers narrower than ffi_arg
  * come back widened into an ffi_arg (libffi's return value promotion), so
@@ -48,10 +48,8 @@ struct lk_bound {
   ffi_type **types; /* n, after slots */
   void **avalues;   /* n, each pointing into slots */
   ffi_cif target_cif;
-  ffi_cif cif; /* double (void) */
-  ffi_closure *ffi;
-  lk_closure_fn fn;
-  slot slots[]; /* the argument values */
+  lk__thunk thunk; /* the double (void) closure */
+  slot slots[];    /* the argument values */
 };
 
 typedef struct span {
@@ -387,37 +385,21 @@ int lk_bind(void (*fn)(void), const char *signature, const void *const *args,
     return lk__err(LK_EINVAL, "bind: libffi cannot call \"%s\"", signature);
   }
 
-  void *code = NULL;
-  b->ffi = ffi_closure_alloc(sizeof(ffi_closure), &code);
-  if (!b->ffi) {
+  if ((rc = lk__thunk_init(&b->thunk, handler, b, "bind")) != 0) {
     free(b);
-    return lk__err(LK_ENOMEM, "bind: ffi_closure_alloc failed for \"%s\"",
-                   signature);
+    return lk__err_prefix(rc, "\"%s\"", signature);
   }
-  if (ffi_prep_cif(&b->cif, FFI_DEFAULT_ABI, 0, &ffi_type_double, NULL) !=
-          FFI_OK ||
-      ffi_prep_closure_loc(b->ffi, &b->cif, handler, b, code) != FFI_OK) {
-    ffi_closure_free(b->ffi);
-    free(b);
-    return lk__err(LK_EINVAL,
-                   "bind: libffi could not prepare the closure "
-                   "for \"%s\"",
-                   signature);
-  }
-  /* ISO C forbids converting void * to a function pointer; libffi hands
-   * back the executable address as data. */
-  memcpy(&b->fn, &code, sizeof b->fn);
   *out = b;
   return 0;
 }
 
 lk_closure_fn lk_bound_function(const lk_bound *b) {
-  return b ? b->fn : NULL;
+  return b ? b->thunk.fn : NULL;
 }
 
 void lk_bound_free(lk_bound *b) {
   if (!b)
     return;
-  ffi_closure_free(b->ffi);
+  lk__thunk_free(&b->thunk);
   free(b);
 }

@@ -4,19 +4,16 @@
  * the parameter check; the result is cached for the loop to consume once.
  * The handler is the hot path of every optimizer: it does no allocation and
  * formats messages only when something fails. */
-#include <ffi.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "thunk.h"
 
 struct lk_closure {
   lk_closure_parts p;
-  ffi_closure *ffi;
-  lk_closure_fn fn;
-  ffi_cif cif;
+  lk__thunk thunk;
 
   /* What the next evaluations work on (lk_closure_prepare). */
   const lk_batch *batch;
@@ -149,22 +146,11 @@ int lk_closure_new(const lk_closure_parts *parts, lk_closure **out) {
   c->divisor = c->scale = 1.0;
   c->zero_grad = true;
   c->caller = "?";
-  void *code = NULL;
-  c->ffi = ffi_closure_alloc(sizeof(ffi_closure), &code);
-  if (!c->ffi) {
+  int rc = lk__thunk_init(&c->thunk, handler, c, "lk_closure_new");
+  if (rc != 0) {
     free(c);
-    return lk__err(LK_ENOMEM, "ffi_closure_alloc failed");
+    return rc;
   }
-  if (ffi_prep_cif(&c->cif, FFI_DEFAULT_ABI, 0, &ffi_type_double, NULL) !=
-          FFI_OK ||
-      ffi_prep_closure_loc(c->ffi, &c->cif, handler, c, code) != FFI_OK) {
-    ffi_closure_free(c->ffi);
-    free(c);
-    return lk__err(LK_EINVAL, "libffi could not prepare the closure");
-  }
-  /* ISO C forbids converting void * to a function pointer; libffi hands
-   * back the executable address as data. */
-  memcpy(&c->fn, &code, sizeof c->fn);
   *out = c;
   return 0;
 }
@@ -172,12 +158,12 @@ int lk_closure_new(const lk_closure_parts *parts, lk_closure **out) {
 void lk_closure_free(lk_closure *c) {
   if (!c)
     return;
-  ffi_closure_free(c->ffi);
+  lk__thunk_free(&c->thunk);
   free(c);
 }
 
 lk_closure_fn lk_closure_function(const lk_closure *c) {
-  return c->fn;
+  return c->thunk.fn;
 }
 
 void lk_closure_prepare(lk_closure *c, const lk_batch *batch, double divisor,

@@ -3,12 +3,11 @@
  *
  * Optimizers may call a closure many times per step, so each kind of wrap
  * has its own libffi handler and none of them branches on the kind. */
-#include <ffi.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "thunk.h"
 
 struct lk_wrap {
   lk_closure_fn inner;
@@ -16,9 +15,7 @@ struct lk_wrap {
   void (*before)(void *ctx);           /* lk_closure_around */
   void (*after)(void *ctx);
   void *ctx;
-  ffi_closure *ffi;
-  lk_closure_fn fn;
-  ffi_cif cif;
+  lk__thunk thunk;
 };
 
 static void then_handler(ffi_cif *cif, void *ret, void **args, void *user) {
@@ -44,22 +41,11 @@ static void around_handler(ffi_cif *cif, void *ret, void **args, void *user) {
 static int make(lk_wrap *w, const char *who,
                 void (*handler)(ffi_cif *, void *, void **, void *),
                 lk_wrap **out) {
-  void *code = NULL;
-  w->ffi = ffi_closure_alloc(sizeof(ffi_closure), &code);
-  if (!w->ffi) {
+  int rc = lk__thunk_init(&w->thunk, handler, w, who);
+  if (rc != 0) {
     free(w);
-    return lk__err(LK_ENOMEM, "%s: ffi_closure_alloc failed", who);
+    return rc;
   }
-  if (ffi_prep_cif(&w->cif, FFI_DEFAULT_ABI, 0, &ffi_type_double, NULL) !=
-          FFI_OK ||
-      ffi_prep_closure_loc(w->ffi, &w->cif, handler, w, code) != FFI_OK) {
-    ffi_closure_free(w->ffi);
-    free(w);
-    return lk__err(LK_EINVAL, "%s: libffi could not prepare the closure", who);
-  }
-  /* ISO C forbids converting void * to a function pointer; libffi hands
-   * back the executable address as data. */
-  memcpy(&w->fn, &code, sizeof w->fn);
   *out = w;
   return 0;
 }
@@ -103,12 +89,12 @@ int lk_closure_around(lk_closure_fn inner, void (*before)(void *ctx),
 }
 
 lk_closure_fn lk_wrap_function(const lk_wrap *w) {
-  return w ? w->fn : NULL;
+  return w ? w->thunk.fn : NULL;
 }
 
 void lk_wrap_free(lk_wrap *w) {
   if (!w)
     return;
-  ffi_closure_free(w->ffi);
+  lk__thunk_free(&w->thunk);
   free(w);
 }

@@ -1,0 +1,209 @@
+/* sgd: stochastic gradient descent with momentum, as torch.optim.SGD 1.13
+ * (_single_tensor_sgd), with its option names, defaults and checks, except
+ * that lr has a default.
+ *
+ * The iterates match torch's to the last bit: where torch's CPU kernels fuse
+ * (a.add_(b, alpha=s) is fma(s, b, a); a.mul_(m).add_(b, alpha=k) is
+ * fma(k, b, a*m)) we call fma(), and the file must be compiled with
+ * -ffp-contract=off so that the compiler fuses nothing else. f32 parameters
+ * are updated in float with the scalars rounded to float, as torch does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <loopkit/loopkit.h>
+
+typedef struct sgd {
+  lk_host *host;
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov, maximize;
+  size_t n;               /* parameters at create time */
+  lk_tensor **buf;        /* momentum buffers (host state), one per parameter */
+  lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
+} sgd;
+
+static int check_finite(lk_host *host, const char *name, double v) {
+  if (!isfinite(v))
+    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
+  return 0;
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  double lr = lk_opt_double(o, "lr"), momentum = lk_opt_double(o, "momentum");
+  double dampening = lk_opt_double(o, "dampening");
+  double weight_decay = lk_opt_double(o, "weight_decay");
+  bool nesterov = lk_opt_bool(o, "nesterov");
+  int rc;
+
+  /* torch's checks, in torch's order, after refusing inf and nan (which
+   * torch lets through to poison the weights). */
+  if ((rc = check_finite(host, "lr", lr)) != 0 ||
+      (rc = check_finite(host, "momentum", momentum)) != 0 ||
+      (rc = check_finite(host, "dampening", dampening)) != 0 ||
+      (rc = check_finite(host, "weight_decay", weight_decay)) != 0)
+    return rc;
+  if (lr < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "option lr = %g: invalid learning rate (must be >= 0)", lr);
+  if (momentum < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "option momentum = %g: invalid momentum (must be >= 0)",
+                   momentum);
+  if (weight_decay < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "option weight_decay = %g: invalid weight decay "
+                   "(must be >= 0)",
+                   weight_decay);
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return lk_fail(host, LK_ECONFIG,
+                   "option nesterov = true requires momentum > 0 and "
+                   "dampening = 0 (got momentum = %g, dampening = %g)",
+                   momentum, dampening);
+
+  size_t n = 0;
+  lk_tensor *const *params = lk_host_params(host, &n);
+  if (n == 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "no parameters to optimize (the model registered none)");
+
+  sgd *s = calloc(1, sizeof *s);
+  if (!s)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->host = host;
+  s->lr = lr;
+  s->momentum = momentum;
+  s->dampening = dampening;
+  s->weight_decay = weight_decay;
+  s->nesterov = nesterov;
+  s->maximize = lk_opt_bool(o, "maximize");
+  s->n = n;
+
+  /* torch keeps no buffer without momentum; with it, the buffers are host
+   * state so that a resumed run continues with them. */
+  if (momentum != 0) {
+    s->buf = calloc(n, sizeof *s->buf);
+    if (!s->buf) {
+      free(s);
+      return lk_fail(host, LK_ENOMEM, "out of memory");
+    }
+    size_t one = 1;
+    rc = lk_host_add_state(host, "initialized", LK_F64, 1, &one,
+                           &s->initialized);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+      const lk_tensor *p = params[i];
+      char name[256];
+      if (snprintf(name, sizeof name, "momentum_buffer.%s", p->name) >=
+          (int)sizeof name) {
+        rc = lk_fail(host, LK_EINVAL,
+                     "parameter name \"%s\" is too long for its momentum "
+                     "buffer's name",
+                     p->name);
+        break;
+      }
+      rc = lk_host_add_state(host, name, p->dtype, p->ndim, p->shape,
+                             &s->buf[i]);
+    }
+    if (rc != 0) {
+      free(s->buf);
+      free(s);
+      return rc;
+    }
+  }
+  *self = s;
+  return 0;
+}
+
+static void destroy(void *self) {
+  sgd *s = self;
+  free(s->buf);
+  free(s);
+}
+
+/* One parameter, in double. first: the buffer is empty and takes d_p. */
+static void update_f64(const sgd *s, double *p, const double *g, double *buf,
+                       size_t numel, bool first) {
+  double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
+  for (size_t k = 0; k < numel; k++) {
+    double d = s->maximize ? -g[k] : g[k];
+    if (wd != 0)
+      d = fma(wd, p[k], d);
+    if (m != 0) {
+      buf[k] = first ? d : fma(keep, d, buf[k] * m);
+      d = s->nesterov ? fma(m, buf[k], d) : buf[k];
+    }
+    p[k] = fma(-s->lr, d, p[k]);
+  }
+}
+
+/* The same in float: torch rounds the Python scalars to the tensor's type. */
+static void update_f32(const sgd *s, float *p, const float *g, float *buf,
+                       size_t numel, bool first) {
+  float wd = (float)s->weight_decay, m = (float)s->momentum;
+  float keep = (float)(1 - s->dampening), step = (float)-s->lr;
+  for (size_t k = 0; k < numel; k++) {
+    float d = s->maximize ? -g[k] : g[k];
+    if (s->weight_decay != 0)
+      d = fmaf(wd, p[k], d);
+    if (s->momentum != 0) {
+      buf[k] = first ? d : fmaf(keep, d, buf[k] * m);
+      d = s->nesterov ? fmaf(m, buf[k], d) : buf[k];
+    }
+    p[k] = fmaf(step, d, p[k]);
+  }
+}
+
+static int step(void *self, lk_tensor *const *params, size_t n,
+                lk_closure_fn closure) {
+  sgd *s = self;
+  if (closure && !isfinite(closure()))
+    return 0; /* the evaluation failed or gave no loss: leave params be */
+  if (n != s->n)
+    return lk_fail(s->host, LK_ESTATE,
+                   "called with %zu parameters, created with %zu", n, s->n);
+  for (size_t i = 0; s->buf && i < n; i++)
+    if (s->buf[i]->numel != params[i]->numel ||
+        s->buf[i]->dtype != params[i]->dtype)
+      return lk_fail(s->host, LK_ESTATE,
+                     "parameter %s does not match its momentum buffer %s",
+                     params[i]->name, s->buf[i]->name);
+  /* torch creates each buffer on the first step as a copy of d_p. */
+  bool first = s->initialized && ((double *)s->initialized->data)[0] == 0;
+  for (size_t i = 0; i < n; i++) {
+    lk_tensor *p = params[i];
+    void *buf = s->buf ? s->buf[i]->data : NULL;
+    if (p->dtype == LK_F64)
+      update_f64(s, p->data, p->grad, buf, p->numel, first);
+    else
+      update_f32(s, p->data, p->grad, buf, p->numel, first);
+  }
+  if (s->initialized)
+    ((double *)s->initialized->data)[0] = 1;
+  return 0;
+}
+
+static const lk_option options[] = {
+    {"lr", LK_OPT_DOUBLE, "0.001",
+     "learning rate, >= 0 (torch requires it; loopkit's default is 0.001)",
+     NULL},
+    {"momentum", LK_OPT_DOUBLE, "0", "momentum factor, >= 0", NULL},
+    {"dampening", LK_OPT_DOUBLE, "0", "dampening for momentum", NULL},
+    {"weight_decay", LK_OPT_DOUBLE, "0", "L2 penalty, >= 0", NULL},
+    {"nesterov", LK_OPT_BOOL, "false",
+     "Nesterov momentum (needs momentum > 0 and dampening = 0)", NULL},
+    {"maximize", LK_OPT_BOOL, "false",
+     "maximize the objective instead of minimizing it", NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_optimizer_ops optimizer_ops = {.step = step};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "sgd",
+    .version = "1.0",
+    .summary = "stochastic gradient descent with momentum, as torch.optim.SGD",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .optimizer = &optimizer_ops,
+};
