@@ -371,52 +371,6 @@ int lk__ckpt_write(const char *path, const lk__progress *progress,
 
 /* ---- reading ------------------------------------------------------------ */
 
-static int read_all(const char *path, unsigned char **out, size_t *out_len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    if (errno == ENOENT)
-      return lk__err(LK_ENOTFOUND, "%s: no such checkpoint", path);
-    return lk__err(LK_EIO, "cannot open %s: %s", path, strerror(errno));
-  }
-  /* The size is only a hint for the first allocation: the loop reads to
-   * end of file whatever stat said. */
-  struct stat st;
-  size_t cap = 4096;
-  if (fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
-      (uint64_t)st.st_size < SIZE_MAX)
-    cap = (size_t)st.st_size + 1;
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  int rc = 0;
-  for (;;) {
-    if (!buf || len == cap) {
-      size_t ncap = !buf ? cap : cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-      unsigned char *nbuf = (buf && ncap == cap) ? NULL : realloc(buf, ncap);
-      if (!nbuf) {
-        rc = lk__err(LK_ENOMEM, "%s: out of memory reading it", path);
-        break;
-      }
-      buf = nbuf;
-      cap = ncap;
-    }
-    len += fread(buf + len, 1, cap - len, f);
-    if (ferror(f)) {
-      rc = lk__err(LK_EIO, "cannot read %s: %s", path, strerror(errno));
-      break;
-    }
-    if (feof(f))
-      break;
-  }
-  fclose(f);
-  if (rc != 0) {
-    free(buf);
-    return rc;
-  }
-  *out = buf;
-  *out_len = len;
-  return 0;
-}
-
 typedef struct cursor {
   const unsigned char *p;
   size_t pos, end;
@@ -605,11 +559,14 @@ int lk__ckpt_read(const char *path, lk__ckpt **out) {
   if (!path || !out)
     return lk__err(LK_EINVAL, "lk__ckpt_read: NULL path or out");
   *out = NULL;
-  unsigned char *buf = NULL;
+  char *text = NULL;
   size_t len = 0;
-  int rc = read_all(path, &buf, &len);
+  int rc = lk__read_file(path, "checkpoint", &text, &len);
+  if (rc == LK_ENOTFOUND)
+    return lk__err(rc, "%s: no such checkpoint", path);
   if (rc != 0)
     return rc;
+  unsigned char *buf = (unsigned char *)text;
   lk__ckpt *ck = calloc(1, sizeof *ck);
   if (!ck)
     rc = lk__err(LK_ENOMEM, "out of memory");

@@ -369,44 +369,12 @@ int lk_config_parse(const char *name, const char *text, lk_config **out) {
   return 0;
 }
 
-/* Reads all of PATH (it may be a pipe, so no fstat size). */
-static int read_file(const char *path, char **text, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return lk__err(LK_EIO, "cannot open config %s: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (grow((void **)&buf, &cap, n + 65536, 1) != 0) {
-      rc = lk__err(LK_ENOMEM, "out of memory");
-      break;
-    }
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) {
-      if (ferror(f))
-        rc =
-            lk__err(LK_EIO, "cannot read config %s: %s", path, strerror(errno));
-      break;
-    }
-  }
-  fclose(f);
-  if (rc != 0) {
-    free(buf);
-    return rc;
-  }
-  *text = buf;
-  *len = n;
-  return 0;
-}
-
 int lk_config_load(const char *path, lk_config **out) {
   if (!path || !out)
     return lk__err(LK_EINVAL, "lk_config_load: NULL argument");
   char *text = NULL;
   size_t len = 0;
-  int rc = read_file(path, &text, &len);
+  int rc = lk__read_file(path, "config", &text, &len);
   if (rc != 0)
     return rc;
   lk_config *cfg = NULL;

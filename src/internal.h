@@ -25,6 +25,8 @@ void *lk__aligned_calloc(size_t n, size_t size); /* 64-byte aligned */
 int lk__parse_int(const char *s, int64_t *out);
 int lk__parse_double(const char *s, double *out);
 int lk__parse_bool(const char *s, bool *out);
+int lk__read_file(const char *path, const char *what, char **out,
+                  size_t *out_len);
 
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);

@@ -845,18 +845,15 @@ void *lk_run_instance(lk_run *run, const char *role,
 }
 
 int lk_run_summary(const lk_run *run, char *buf, size_t len) {
+  char epochs[48] = "", loss[64] = "";
+  if (run->data)
+    snprintf(epochs, sizeof epochs, " (%llu epochs)",
+             (unsigned long long)run->progress.epoch);
   if (run->have_last_loss)
-    snprintf(buf, len,
-             "trained %llu steps (%llu epochs) in %.3f s; last loss %.9g; "
-             "run directory %s",
-             (unsigned long long)run->progress.global_step,
-             (unsigned long long)run->progress.epoch, run->seconds,
-             run->last_loss, run->dir);
-  else
-    snprintf(buf, len,
-             "trained %llu steps (%llu epochs) in %.3f s; run directory %s",
-             (unsigned long long)run->progress.global_step,
-             (unsigned long long)run->progress.epoch, run->seconds, run->dir);
+    snprintf(loss, sizeof loss, "; last loss %.9g", run->last_loss);
+  snprintf(buf, len, "trained %llu steps%s in %.3f s%s; run directory %s",
+           (unsigned long long)run->progress.global_step, epochs, run->seconds,
+           loss, run->dir);
   return 0;
 }
 

@@ -81,3 +81,46 @@ int lk__parse_bool(const char *s, bool *out) {
 const char *lk_version(void) {
   return LK_VERSION;
 }
+
+/* Reads all of PATH into a malloc'd buffer with a NUL after the last byte.
+ * WHAT ("config", "checkpoint") goes into the messages; a missing file is
+ * LK_ENOTFOUND. PATH may be a pipe: the size is read, not trusted. */
+int lk__read_file(const char *path, const char *what, char **out,
+                  size_t *out_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return lk__err(errno == ENOENT ? LK_ENOTFOUND : LK_EIO,
+                   "cannot open %s %s: %s", what, path, strerror(errno));
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (cap - len < 2) {
+      size_t ncap = cap ? cap * 2 : 65536;
+      char *nbuf = ncap > cap ? realloc(buf, ncap) : NULL;
+      if (!nbuf) {
+        rc = lk__err(LK_ENOMEM, "out of memory reading %s %s", what, path);
+        break;
+      }
+      buf = nbuf;
+      cap = ncap;
+    }
+    size_t got = fread(buf + len, 1, cap - len - 1, f);
+    len += got;
+    if (got == 0) {
+      if (ferror(f))
+        rc = lk__err(LK_EIO, "cannot read %s %s: %s", what, path,
+                     strerror(errno));
+      break;
+    }
+  }
+  fclose(f);
+  if (rc != 0) {
+    free(buf);
+    return rc;
+  }
+  buf[len] = '\0';
+  *out = buf;
+  *out_len = len;
+  return 0;
+}

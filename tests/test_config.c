@@ -246,7 +246,8 @@ static void test_load_nul_byte(void **state) {
 static void test_load_missing(void **state) {
   (void)state;
   lk_config *cfg = NULL;
-  assert_int_equal(lk_config_load("/nonexistent/dir/x.ini", &cfg), LK_EIO);
+  assert_int_equal(lk_config_load("/nonexistent/dir/x.ini", &cfg),
+                   LK_ENOTFOUND);
   assert_null(cfg);
   assert_string_equal(lk_last_error(), "cannot open config "
                                        "/nonexistent/dir/x.ini: No such file "

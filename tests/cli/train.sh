@@ -58,6 +58,11 @@ expect 0 'test: test_loss' "a data run prints its test result" -- train "$T/data
 check "metrics.csv has val_loss and test_loss columns" \
   sh -c "head -1 '$T/data/metrics.csv' | grep -q '^step,epoch,loss,mae,val_loss,val_mae,test_loss,test_mae'"
 check "20 validation rows" test "$(awk -F, 'NR > 1 && $5 != ""' "$T/data/metrics.csv" | wc -l)" -eq 20
+"$LOOPKIT" train "$T/data.ini" --out "$T/data5" --quiet --set loop.val_every_n_epochs=5 >/dev/null 2>&1
+check "val_every_n_epochs = 5: 4 validation rows in 20 epochs" \
+  test "$(awk -F, 'NR > 1 && $5 != ""' "$T/data5/metrics.csv" | wc -l)" -eq 4
+check "checkpoints/ holds last.ckpt and no temporary file" \
+  test "$(ls "$T/data5/checkpoints")" = last.ckpt
 tl=$(awk -F, 'NR > 1 && $7 != "" { print $7 }' "$T/data/metrics.csv")
 check "the linear model fits (test_loss < 0.01)" awk -v t="$tl" 'BEGIN { exit !(t < 0.01) }'
 "$LOOPKIT" train "$T/data.ini" --out "$T/data2" --quiet >/dev/null 2>&1
