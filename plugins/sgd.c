@@ -15,7 +15,8 @@
 
 typedef struct sgd {
   lk_host *host;
-  double lr, momentum, dampening, weight_decay;
+  lk_tensor *lr; /* [1], host state: a scheduler changes it */
+  double momentum, dampening, weight_decay;
   bool nesterov, maximize;
   size_t n;               /* parameters at create time */
   lk_tensor **buf;        /* momentum buffers (host state), one per parameter */
@@ -70,13 +71,19 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
-  s->lr = lr;
   s->momentum = momentum;
   s->dampening = dampening;
   s->weight_decay = weight_decay;
   s->nesterov = nesterov;
   s->maximize = lk_opt_bool(o, "maximize");
   s->n = n;
+
+  size_t one = 1;
+  if ((rc = lk_host_add_state(host, "lr", LK_F64, 1, &one, &s->lr)) != 0) {
+    free(s);
+    return rc;
+  }
+  *(double *)s->lr->data = lr;
 
   /* torch keeps no buffer without momentum; with it, the buffers are host
    * state so that a resumed run continues with them. */
@@ -86,7 +93,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
       free(s);
       return lk_fail(host, LK_ENOMEM, "out of memory");
     }
-    size_t one = 1;
     rc = lk_host_add_state(host, "initialized", LK_F64, 1, &one,
                            &s->initialized);
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -119,9 +125,18 @@ static void destroy(void *self) {
   free(s);
 }
 
+static double get_lr(void *self) {
+  return *(const double *)((sgd *)self)->lr->data;
+}
+
+static void set_lr(void *self, double lr) {
+  *(double *)((sgd *)self)->lr->data = lr;
+}
+
 /* One parameter, in double. first: the buffer is empty and takes d_p. */
 static void update_f64(const sgd *s, double *p, const double *g, double *buf,
                        size_t numel, bool first) {
+  double lr = get_lr((void *)s);
   double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
   for (size_t k = 0; k < numel; k++) {
     double d = s->maximize ? -g[k] : g[k];
@@ -131,15 +146,16 @@ static void update_f64(const sgd *s, double *p, const double *g, double *buf,
       buf[k] = first ? d : fma(keep, d, buf[k] * m);
       d = s->nesterov ? fma(m, buf[k], d) : buf[k];
     }
-    p[k] = fma(-s->lr, d, p[k]);
+    p[k] = fma(-lr, d, p[k]);
   }
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
 static void update_f32(const sgd *s, float *p, const float *g, float *buf,
                        size_t numel, bool first) {
+  double lr = get_lr((void *)s);
   float wd = (float)s->weight_decay, m = (float)s->momentum;
-  float keep = (float)(1 - s->dampening), step = (float)-s->lr;
+  float keep = (float)(1 - s->dampening), step = (float)-lr;
   for (size_t k = 0; k < numel; k++) {
     float d = s->maximize ? -g[k] : g[k];
     if (s->weight_decay != 0)
@@ -194,7 +210,8 @@ static const lk_option options[] = {
      "maximize the objective instead of minimizing it", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step};
+static const lk_optimizer_ops optimizer_ops = {
+    .step = step, .get_lr = get_lr, .set_lr = set_lr};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -1,4 +1,5 @@
 /* The host API: what a plugin may call through its lk_host handle. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,4 +273,77 @@ int lk__hook_before_backward(lk_run *run, double loss) {
       return lk__err_prefix(rc, "on_before_backward of plugin %s", cb->name);
   }
   return 0;
+}
+
+/* ---- learning rates and wrapped optimizers ------------------------------- */
+
+const lk_optimizer_ops *lk__optimizer_lr_ops(const lk__instance *in) {
+  const lk_optimizer_ops *ops = in->desc->optimizer;
+  if (!ops || lk__plugin_minor(in->plugin) < 1 || !ops->get_lr || !ops->set_lr)
+    return NULL;
+  return ops;
+}
+
+double lk_host_lr(lk_host *host) {
+  lk__instance *opt = host->run->optimizer;
+  const lk_optimizer_ops *ops = opt ? lk__optimizer_lr_ops(opt) : NULL;
+  return ops ? ops->get_lr(opt->self) : NAN;
+}
+
+int lk_host_set_lr(lk_host *host, double lr) {
+  lk__instance *opt = host->run->optimizer;
+  const lk_optimizer_ops *ops = opt ? lk__optimizer_lr_ops(opt) : NULL;
+  if (!ops)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: the optimizer has no learning rate to set",
+                   host->inst->name);
+  if (!isfinite(lr) || lr < 0)
+    return lk__err(LK_EINVAL, "plugin %s: learning rate %g is not >= 0",
+                   host->inst->name, lr);
+  if (!opt->created)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: the optimizer is not created yet (schedulers "
+                   "are created after it)",
+                   host->inst->name);
+  ops->set_lr(opt->self, lr);
+  return 0;
+}
+
+int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
+  lk_run *run = host->run;
+  if (run->setup_done || !run->src_cfg)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: lk_host_optimizer_new is only for create",
+                   host->inst->name);
+  char where[256];
+  snprintf(where, sizeof where, "option of plugin %s", host->inst->name);
+  lk__instance *in;
+  int rc = lk__instance_for(run, name, where, &in);
+  if (rc != 0)
+    return rc;
+  if (in == host->inst || !lk__has_kind(in, "optimizer"))
+    return lk__err(LK_EKIND, "plugin %s: %s (%s) cannot be its optimizer",
+                   host->inst->name, name, lk_plugin_path(in->plugin));
+  if ((rc = lk__instance_create(run, in)) != 0)
+    return rc;
+  *out = (lk_optimizer *)in;
+  return 0;
+}
+
+int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
+                      lk_closure_fn closure) {
+  lk__instance *in = (lk__instance *)opt;
+  int rc = in->desc->optimizer->step(in->self, params, n, closure);
+  return rc ? lk__err_prefix(rc, "step of optimizer %s", in->name) : 0;
+}
+
+double lk_optimizer_lr(lk_optimizer *opt) {
+  const lk_optimizer_ops *ops = lk__optimizer_lr_ops((lk__instance *)opt);
+  return ops ? ops->get_lr(((lk__instance *)opt)->self) : NAN;
+}
+
+void lk_optimizer_set_lr(lk_optimizer *opt, double lr) {
+  const lk_optimizer_ops *ops = lk__optimizer_lr_ops((lk__instance *)opt);
+  if (ops)
+    ops->set_lr(((lk__instance *)opt)->self, lr);
 }

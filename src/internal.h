@@ -28,6 +28,10 @@ int lk__parse_bool(const char *s, bool *out);
 int lk__read_file(const char *path, const char *what, char **out,
                   size_t *out_len);
 
+/* loader.c: the ABI minor version a plugin was built for; entries an ops
+ * table gained after it must not be read. */
+unsigned lk__plugin_minor(const lk_plugin *p);
+
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);
 double lk__element(lk_dtype dtype, const void *buf, size_t i);

@@ -21,8 +21,11 @@ struct lk_plugin {
   lk_descriptor desc;
 };
 
-/* The size of the descriptor as ABI 1.0 defines it. */
-#define LK_DESC_SIZE_1_0 (offsetof(lk_descriptor, callback) + sizeof(void *))
+/* The size of the descriptor as each minor version of ABI 1 defines it. */
+static const size_t desc_size[] = {
+    offsetof(lk_descriptor, callback) + sizeof(void *),  /* 1.0 */
+    offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.1 */
+};
 
 const char *lk_plugin_dir(void) {
   return LK_PLUGINDIR;
@@ -43,16 +46,18 @@ static bool valid_name(const char *name) {
 static int check_descriptor(const lk_descriptor *d, const char *name,
                             const char *path) {
   uint32_t major = d->abi_version >> 16, minor = d->abi_version & 0xffff;
+  _Static_assert(sizeof desc_size / sizeof desc_size[0] == LK_ABI_MINOR + 1,
+                 "every minor version needs its descriptor size");
   if (major != LK_ABI_MAJOR || minor > LK_ABI_MINOR)
     return lk__err(LK_EABI,
                    "plugin %s (%s) was built for loopkit plugin ABI %u.%u; "
                    "this loopkit has ABI %d.%d: rebuild the plugin",
                    name, path, major, minor, LK_ABI_MAJOR, LK_ABI_MINOR);
-  if (d->size < LK_DESC_SIZE_1_0)
+  if (d->size < desc_size[minor])
     return lk__err(LK_EABI,
                    "plugin %s (%s): descriptor size %u is smaller than ABI "
                    "%u.%u's %zu",
-                   name, path, d->size, major, minor, LK_DESC_SIZE_1_0);
+                   name, path, d->size, major, minor, desc_size[minor]);
   if (!d->name || !valid_name(d->name))
     return lk__err(LK_ELOAD, "plugin %s (%s): descriptor has no valid name",
                    name, path);
@@ -176,6 +181,10 @@ const lk_descriptor *lk_plugin_desc(const lk_plugin *p) {
 
 const char *lk_plugin_path(const lk_plugin *p) {
   return p->path;
+}
+
+unsigned lk__plugin_minor(const lk_plugin *p) {
+  return p->desc.abi_version & 0xffff;
 }
 
 const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {

@@ -189,29 +189,58 @@ static int evaluate(lk_run *run, lk_split split, bool *ran,
 }
 
 /* Logs an evaluation as a row: PREFIX_loss and PREFIX_<metric>. */
-static int log_evaluation(lk_run *run, const char *prefix,
-                          const lk_step_result *r) {
-  lk_metric cells[LK_MAX_METRICS + 1];
-  char names[LK_MAX_METRICS + 1][64];
-  size_t n = 0;
+/* Metrics with names made at run time ("val_loss"): the names live here. */
+typedef struct named {
+  lk_metric cells[LK_MAX_METRICS + 2];
+  char names[LK_MAX_METRICS + 2][64];
+  size_t n;
+} named;
+
+static void add(named *nm, const char *prefix, const char *name, double v) {
+  if (nm->n == LK_MAX_METRICS + 2)
+    return;
+  snprintf(nm->names[nm->n], sizeof nm->names[0], "%s%s%s", prefix,
+           *prefix ? "_" : "", name);
+  nm->cells[nm->n] = (lk_metric){nm->names[nm->n], v};
+  nm->n++;
+}
+
+static void add_result(named *nm, const char *prefix, const lk_step_result *r) {
+  if (r->has_loss)
+    add(nm, prefix, "loss", r->loss);
+  for (size_t m = 0; m < r->n_metrics; m++)
+    add(nm, prefix, r->metrics[m].name, r->metrics[m].value);
+}
+
+/* Logs an evaluation as a row: PREFIX_loss and PREFIX_<metric>. */
+static int log_evaluation(lk_run *run, const char *prefix, const named *nm) {
   char line[1024];
   size_t used = 0;
-  if (r->has_loss) {
-    snprintf(names[n], sizeof names[n], "%s_loss", prefix);
-    cells[n] = (lk_metric){names[n], r->loss};
-    n++;
-  }
-  for (size_t m = 0; m < r->n_metrics; m++, n++) {
-    snprintf(names[n], sizeof names[n], "%s_%s", prefix, r->metrics[m].name);
-    cells[n] = (lk_metric){names[n], r->metrics[m].value};
-  }
-  for (size_t i = 0; i < n && used < sizeof line; i++)
+  line[0] = '\0';
+  for (size_t i = 0; i < nm->n && used < sizeof line; i++)
     used += (size_t)snprintf(line + used, sizeof line - used, " %s %.6g",
-                             cells[i].name, cells[i].value);
+                             nm->cells[i].name, nm->cells[i].value);
   lk__log(run, LK_LOG_INFO, "epoch %llu %s:%s",
           (unsigned long long)run->progress.epoch, prefix, line);
   return lk__metrics_row(run->metrics, run->progress.global_step,
-                         run->progress.epoch, NULL, cells, n);
+                         run->progress.epoch, NULL, nm->cells, nm->n);
+}
+
+/* ---- the learning-rate scheduler ----------------------------------------- */
+
+static double current_lr(const lk_run *run) {
+  const lk_optimizer_ops *ops =
+      run->optimizer ? lk__optimizer_lr_ops(run->optimizer) : NULL;
+  return ops ? ops->get_lr(run->optimizer->self) : NAN;
+}
+
+static int schedule(lk_run *run, lk_interval when, const named *nm) {
+  if (!run->scheduler)
+    return 0;
+  int rc = run->scheduler->desc->scheduler->step(run->scheduler->self, when,
+                                                 nm->cells, nm->n);
+  return rc ? lk__err_prefix(rc, "step of scheduler %s", run->scheduler->name)
+            : 0;
 }
 
 /* ---- one batch ------------------------------------------------------------
@@ -237,6 +266,7 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   lk__progress *p = &run->progress;
   uint64_t step_before = p->global_step;
   bool window_end = (int64_t)p->accum + 1 >= run->loop.accumulate || epoch_end;
+  double lr = current_lr(run); /* the rate this step uses */
   lk_step_result r;
 
   if ((rc = hook_batch_start(run, batch)) != 0)
@@ -281,9 +311,18 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   p->batch++;
   p->accum = window_end ? 0 : p->accum + 1;
   if (window_end) {
+    named nm = {.n = 0};
+    for (size_t m = 0; m < r.n_metrics; m++)
+      add(&nm, "", r.metrics[m].name, r.metrics[m].value);
+    if (run->scheduler)
+      add(&nm, "", "lr", lr);
     rc = lk__metrics_row(run->metrics, step_before, p->epoch,
-                         win->has_loss ? &win->loss : NULL, r.metrics,
-                         r.n_metrics);
+                         win->has_loss ? &win->loss : NULL, nm.cells, nm.n);
+    if (rc == 0 && p->global_step != step_before) {
+      if (win->has_loss)
+        add(&nm, "", "loss", win->loss);
+      rc = schedule(run, LK_INTERVAL_STEP, &nm);
+    }
     if (rc != 0)
       return rc;
     run->have_last_loss = win->has_loss;
@@ -368,17 +407,27 @@ static int train_epoch(lk_run *run) {
             (unsigned long long)p->epoch, epoch_loss / (double)losses, losses);
   if ((rc = hook_epoch(run, true, p->epoch)) != 0)
     return rc;
+  named epoch_metrics = {.n = 0};
+  if (losses)
+    add(&epoch_metrics, "", "loss", epoch_loss / (double)losses);
   if (finished && (p->epoch + 1) % (uint64_t)run->loop.val_every == 0) {
     bool ran;
     lk_step_result mean;
     prof_start(run, run->act_validation);
     rc = evaluate(run, LK_SPLIT_VAL, &ran, &mean);
     prof_stop(run, run->act_validation);
-    if (rc == 0 && ran && (rc = log_evaluation(run, "val", &mean)) == 0)
-      rc = hook_result(run, true, &mean);
+    if (rc == 0 && ran) {
+      named val = {.n = 0};
+      add_result(&val, "val", &mean);
+      add_result(&epoch_metrics, "val", &mean);
+      if ((rc = log_evaluation(run, "val", &val)) == 0)
+        rc = hook_result(run, true, &mean);
+    }
     if (rc != 0)
       return rc;
   }
+  if (finished && (rc = schedule(run, LK_INTERVAL_EPOCH, &epoch_metrics)) != 0)
+    return rc;
   if (finished) {
     p->epoch++;
     p->batch = 0;
@@ -405,8 +454,11 @@ int lk__loop_run(lk_run *run) {
     bool ran;
     lk_step_result mean;
     rc = evaluate(run, LK_SPLIT_TEST, &ran, &mean);
-    if (rc == 0 && ran)
-      rc = log_evaluation(run, "test", &mean);
+    if (rc == 0 && ran) {
+      named test = {.n = 0};
+      add_result(&test, "test", &mean);
+      rc = log_evaluation(run, "test", &test);
+    }
   }
   if (rc == 0)
     rc = lk__save_checkpoint(run);

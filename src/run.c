@@ -149,8 +149,8 @@ static void free_instance(lk__instance *in) {
 }
 
 /* The instance for plugin NAME, loaded the first time a role names it. */
-static int instance_for(lk_run *run, const char *name, const char *where,
-                        lk__instance **out) {
+int lk__instance_for(lk_run *run, const char *name, const char *where,
+                     lk__instance **out) {
   for (size_t i = 0; i < run->n_instances; i++)
     if (strcmp(run->instances[i]->name, name) == 0) {
       *out = run->instances[i];
@@ -187,7 +187,7 @@ static int instance_for(lk_run *run, const char *name, const char *where,
   return 0;
 }
 
-static bool has_kind(const lk__instance *in, const char *role) {
+bool lk__has_kind(const lk__instance *in, const char *role) {
   const lk_descriptor *d = in->desc;
   if (!strcmp(role, "step"))
     return d->step && d->step->training_step;
@@ -206,16 +206,18 @@ static bool has_kind(const lk__instance *in, const char *role) {
     return d->strategy != NULL;
   if (!strcmp(role, "callbacks"))
     return d->callback != NULL;
+  if (!strcmp(role, "scheduler"))
+    return d->scheduler && d->scheduler->step;
   return false;
 }
 
 static int assign(lk_run *run, const char *role, const char *name,
                   const char *where, lk__instance **slot) {
   lk__instance *in = NULL;
-  int rc = instance_for(run, name, where, &in);
+  int rc = lk__instance_for(run, name, where, &in);
   if (rc != 0)
     return rc;
-  if (!has_kind(in, role)) {
+  if (!lk__has_kind(in, role)) {
     char kinds[128];
     return lk__err(
         LK_EKIND, "%s: plugin %s (%s) cannot be the %s: it implements %s",
@@ -238,8 +240,8 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
     if (!known)
       return lk__err(LK_ECONFIG,
                      "%s: unknown key \"%s\" in [plugins]; accepted: step, "
-                     "backward, zero_grad, optimizer, profiler, data, "
-                     "strategy, callbacks",
+                     "backward, zero_grad, optimizer, scheduler, profiler, "
+                     "data, strategy, callbacks",
                      e->where, e->key);
   }
   const lk_config_entry *step = lk_config_find(cfg, "plugins", "step");
@@ -265,7 +267,7 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
       rc = 0; /* a manual step may have no backward of its own */
     if (rc != 0)
       return rc;
-  } else if (has_kind(run->step, "backward"))
+  } else if (lk__has_kind(run->step, "backward"))
     run->backward = run->step;
   e = lk_config_find(cfg, "plugins", "zero_grad");
   if ((rc = assign(run, "zero_grad", e ? e->value : "zero",
@@ -281,6 +283,18 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
                    "%s: [plugins] optimizer is required unless "
                    "manual_optimization = true (e.g. optimizer = sgd)",
                    lk_config_path(cfg));
+  if ((e = lk_config_find(cfg, "plugins", "scheduler"))) {
+    if ((rc = assign(run, "scheduler", e->value, e->where, &run->scheduler)) !=
+        0)
+      return rc;
+    if (!run->optimizer || !lk__optimizer_lr_ops(run->optimizer))
+      return lk__err(LK_ECONFIG,
+                     "%s: scheduler %s needs an optimizer with a learning "
+                     "rate; %s",
+                     e->where, e->value,
+                     run->optimizer ? "this optimizer has no get_lr/set_lr"
+                                    : "there is no optimizer");
+  }
   if ((e = lk_config_find(cfg, "plugins", "profiler")) &&
       (rc = assign(run, "profiler", e->value, e->where, &run->profiler)) != 0)
     return rc;
@@ -366,8 +380,8 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
     lk__instance *in;
   } roles[] = {{"step", run->step},           {"backward", run->backward},
                {"zero_grad", run->zero_grad}, {"optimizer", run->optimizer},
-               {"profiler", run->profiler},   {"data", run->data},
-               {"strategy", run->strategy}};
+               {"scheduler", run->scheduler}, {"profiler", run->profiler},
+               {"data", run->data},           {"strategy", run->strategy}};
   for (size_t r = 0; r < sizeof roles / sizeof roles[0] && rc == 0; r++)
     if (roles[r].in)
       rc = lk_config_put(run->cfg, "plugins", roles[r].role, roles[r].in->name,
@@ -737,23 +751,40 @@ static int resume(lk_run *run, const char *path) {
 /* ---- lk_run_new ------------------------------------------------------------
  */
 
+/* Creates IN (once), with its options from the source config. Instances
+ * are destroyed in the reverse of this order. */
+int lk__instance_create(lk_run *run, lk__instance *in) {
+  if (in->created)
+    return 0;
+  int rc = in->opts
+               ? 0
+               : lk__options_parse(in->desc, in->name, run->src_cfg, &in->opts);
+  if (rc != 0)
+    return rc;
+  if (run->n_created == run->n_instances)
+    return lk__err(LK_ESTATE, "plugin %s created twice", in->name);
+  if (in->desc->create) {
+    rc = in->desc->create(&in->host, in->opts, &in->self);
+    if (rc != 0)
+      return lk__err_prefix(rc < 0 ? rc : LK_EPLUGIN,
+                            "plugin %s (%s) failed to start", in->name,
+                            lk_plugin_path(in->plugin));
+  }
+  in->created = true;
+  run->created[run->n_created++] = in;
+  return 0;
+}
+
 static int create_instances(lk_run *run) {
   lk__instance *order[] = {run->data,      run->step,      run->backward,
-                           run->zero_grad, run->optimizer, run->profiler,
-                           run->strategy};
+                           run->zero_grad, run->optimizer, run->scheduler,
+                           run->profiler,  run->strategy};
   size_t n = sizeof order / sizeof order[0];
   for (size_t i = 0; i < n + run->n_callbacks; i++) {
     lk__instance *in = i < n ? order[i] : run->callbacks[i - n];
-    if (!in || in->created)
-      continue;
-    if (in->desc->create) {
-      int rc = in->desc->create(&in->host, in->opts, &in->self);
-      if (rc != 0)
-        return lk__err_prefix(rc < 0 ? rc : LK_EPLUGIN,
-                              "plugin %s (%s) failed to start", in->name,
-                              lk_plugin_path(in->plugin));
-    }
-    in->created = true;
+    int rc = in ? lk__instance_create(run, in) : 0;
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }
@@ -769,17 +800,26 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   int rc = parse_loop(run, cfg);
   if (rc == 0)
     rc = parse_plugins(run, cfg);
-  if (rc == 0)
-    rc = check_sections(run, cfg);
+  /* Options first, all of them: a bad value anywhere is found before any
+   * plugin starts. */
   for (size_t i = 0; i < run->n_instances && rc == 0; i++)
     rc = lk__options_parse(run->instances[i]->desc, run->instances[i]->name,
                            cfg, &run->instances[i]->opts);
+  if (rc == 0 && !(run->created = calloc(run->n_instances + LK__MAX_NESTED,
+                                         sizeof *run->created)))
+    rc = lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0) {
     lk_rng_seed(&run->rng, run->loop.seed, 0);
     run->no_data_batch.split = LK_SPLIT_TRAIN;
+    run->src_cfg = cfg;
     rc = create_instances(run);
+    run->src_cfg = NULL;
   }
   run->setup_done = true;
+  /* After creation: a wrapping optimizer may have added a plugin (and so a
+   * section) of its own. */
+  if (rc == 0)
+    rc = check_sections(run, cfg);
   if (rc == 0 && run->n_params == 0)
     rc = lk__err(LK_ECONFIG,
                  "plugin %s (the step) created no parameters: nothing to "
@@ -833,6 +873,8 @@ void *lk_run_instance(lk_run *run, const char *role,
     in = run->zero_grad;
   else if (!strcmp(role, "optimizer"))
     in = run->optimizer;
+  else if (!strcmp(role, "scheduler"))
+    in = run->scheduler;
   else if (!strcmp(role, "profiler"))
     in = run->profiler;
   else if (!strcmp(role, "data"))
@@ -867,18 +909,13 @@ void lk_run_free(lk_run *run) {
   lk_wrap_free(run->after_wrap);
   lk_closure_free(run->closure);
   /* Destroy in reverse creation order, then unload. */
-  lk__instance *order[] = {run->data,      run->step,      run->backward,
-                           run->zero_grad, run->optimizer, run->profiler,
-                           run->strategy};
-  size_t n = sizeof order / sizeof order[0];
-  for (size_t i = n + run->n_callbacks; i-- > 0;) {
-    lk__instance *in = i < n ? order[i] : run->callbacks[i - n];
-    if (in && in->created) {
-      if (in->desc->destroy)
-        in->desc->destroy(in->self);
-      in->created = false;
-    }
+  for (size_t i = run->n_created; i-- > 0;) {
+    lk__instance *in = run->created[i];
+    if (in->desc->destroy)
+      in->desc->destroy(in->self);
+    in->created = false;
   }
+  free(run->created);
   for (size_t i = 0; i < run->n_instances; i++)
     free_instance(run->instances[i]);
   free(run->instances);

@@ -53,6 +53,7 @@ typedef struct lk__loop_config {
 } lk__loop_config;
 
 #define LK__MAX_CALLBACKS 16
+#define LK__MAX_NESTED 16 /* plugins created by plugins (sam's base) */
 
 struct lk_run {
   lk_config *cfg; /* the effective config, defaults filled in */
@@ -61,8 +62,11 @@ struct lk_run {
 
   lk__instance **instances; /* one per distinct plugin name */
   size_t n_instances;
-  lk__instance *step, *backward, *zero_grad, *optimizer, *profiler, *data,
-      *strategy;
+  lk__instance *step, *backward, *zero_grad, *optimizer, *scheduler, *profiler,
+      *data, *strategy;
+  lk__instance **created; /* in creation order */
+  size_t n_created;
+  const lk_config *src_cfg; /* during creation: where options come from */
   lk__instance *callbacks[LK__MAX_CALLBACKS + 1]; /* + the model's own */
   size_t n_callbacks;
 
@@ -96,6 +100,16 @@ struct lk_run {
   bool have_last_loss;
   double seconds;
 };
+
+/* run.c */
+int lk__instance_for(lk_run *run, const char *name, const char *where,
+                     lk__instance **out);
+int lk__instance_create(lk_run *run, lk__instance *in);
+bool lk__has_kind(const lk__instance *in, const char *role);
+
+/* host.c: an optimizer's get_lr/set_lr, or NULL if it has none (or was
+ * built for ABI 1.0, whose ops table ends before them). */
+const lk_optimizer_ops *lk__optimizer_lr_ops(const lk__instance *in);
 
 /* loop.c */
 int lk__loop_run(lk_run *run);

@@ -70,6 +70,23 @@ LK_API uint64_t lk_rng_u64(lk_rng *rng);
 LK_API double lk_rng_uniform(lk_rng *rng); /* [0, 1) */
 LK_API double lk_rng_normal(lk_rng *rng);  /* mean 0, variance 1 */
 
+/* The learning rate of the run's optimizer (NaN if it has none), and a new
+ * one: what a scheduler drives. */
+LK_API double lk_host_lr(lk_host *host);
+LK_API int lk_host_set_lr(lk_host *host, double lr);
+
+/* Another optimizer plugin, for optimizers that wrap one (sam): NAME is
+ * loaded like a [plugins] name, takes its options from the config section
+ * [NAME] and its state is checkpointed under its own name. Only during
+ * create; the host destroys it with the run. */
+typedef struct lk_optimizer lk_optimizer;
+LK_API int lk_host_optimizer_new(lk_host *host, const char *name,
+                                 lk_optimizer **out);
+LK_API int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params,
+                             size_t n, lk_closure_fn closure);
+LK_API double lk_optimizer_lr(lk_optimizer *opt);
+LK_API void lk_optimizer_set_lr(lk_optimizer *opt, double lr);
+
 /* Asks the loop to stop after the current batch (early stopping). */
 LK_API void lk_host_request_stop(lk_host *host);
 

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 0
+#define LK_ABI_MINOR 1
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -119,10 +119,15 @@ typedef struct lk_zero_grad_ops {
 /* optimizer: updates params. closure may be NULL in manual optimization
  * (the gradients are already there); otherwise the optimizer must call it
  * at least once. State that must survive a resume is allocated with
- * lk_host_add_state at create time. */
+ * lk_host_add_state at create time — the learning rate included, since a
+ * scheduler changes it during the run.
+ * Since ABI 1.1: get_lr and set_lr (NULL: the optimizer has no single
+ * learning rate, and no scheduler can drive it). */
 typedef struct lk_optimizer_ops {
   int (*step)(void *self, lk_tensor *const *params, size_t n,
               lk_closure_fn closure);
+  double (*get_lr)(void *self);
+  void (*set_lr)(void *self, double lr);
 } lk_optimizer_ops;
 
 /* profiler: action ids are asked for once, when the run is set up. report
@@ -170,6 +175,23 @@ typedef struct lk_callback_ops {
   int (*on_train_end)(void *self);
 } lk_callback_ops;
 
+/* scheduler (since ABI 1.1): changes the optimizer's learning rate with
+ * lk_host_lr / lk_host_set_lr. create runs after the optimizer's and sets
+ * the initial rate (as torch's constructors do). step is called after every
+ * optimizer step (LK_INTERVAL_STEP) and after every epoch and its
+ * validation (LK_INTERVAL_EPOCH); a plugin acts on the interval its options
+ * name and ignores the other. METRICS are the values just logged: "loss"
+ * and the step's metrics, or at an epoch's end the epoch's mean "loss" and
+ * the validation's "val_*". */
+typedef enum lk_interval {
+  LK_INTERVAL_STEP = 1,
+  LK_INTERVAL_EPOCH = 2
+} lk_interval;
+
+typedef struct lk_scheduler_ops {
+  int (*step)(void *self, lk_interval when, const lk_metric *metrics, size_t n);
+} lk_scheduler_ops;
+
 /* ---- the descriptor ----------------------------------------------------- */
 
 typedef struct lk_descriptor {
@@ -193,6 +215,7 @@ typedef struct lk_descriptor {
   const lk_data_ops *data;
   const lk_strategy_ops *strategy;
   const lk_callback_ops *callback;
+  const lk_scheduler_ops *scheduler; /* since ABI 1.1 */
   /* new kinds go here, at the end */
 } lk_descriptor;
 

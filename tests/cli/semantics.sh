@@ -169,4 +169,32 @@ check "manual optimization: lk_host_clip_gradients clips by norm" \
 expect 0 'warning: training_step returned no loss' "no loss: a warning" \
   -- train "$T/clip.ini" --out "$T/noloss" --set probe.no_loss=true
 check "no loss: parameters untouched" test "$(value 'w[0]' "$T/noloss/checkpoints/last.ckpt")" = 1
+# sam: two evaluations per step, each with zero_grad and backward, then the
+# base optimizer's step from the original point with the perturbed gradient.
+config sam <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = probe
+zero_grad = probe
+optimizer = sam
+[sam]
+rho = 0.05
+[sgd]
+lr = 0.1
+[probe]
+trace = $T/sam.trace
+INI
+expect 0 'trained 1 steps' "sam trains with sgd as its base" -- train "$T/sam.ini" --out "$T/sam"
+check "sam: two evaluations, each running zero_grad and backward" \
+  test "$(grep -c '^training_step' "$T/sam.trace"):$(count zero_grad "$T/sam.trace"):$(grep -c '^backward' "$T/sam.trace")" = 2:2:2
+# w = 1 - lr * (1 + rho / sqrt(2)): the gradient k*w at w + rho * g/|g|
+check "sam: the base step uses the perturbed point's gradient" \
+  awk -v v="$(value 'w[0]' "$T/sam/checkpoints/last.ckpt")" \
+  'BEGIN { want = 1 - 0.1 * (1 + 0.05 / sqrt(2)); d = v - want; exit !(d < 1e-12 && d > -1e-12) }'
+check "sam: the base's options come from its own section" grep -q '^lr = 0.1$' "$T/sam/config.ini"
+expect 2 'plugin sam: rosenbrock \(.*\) cannot be its optimizer' "sam refuses a base that is no optimizer" \
+  -- train "$T/sam.ini" --out "$T/sam2" --set sam.base=rosenbrock
+expect 2 'plugin sam: sam \(.*\) cannot be its optimizer' "sam refuses itself as its base" \
+  -- train "$T/sam.ini" --out "$T/sam3" --set sam.base=sam
 finish
