@@ -347,3 +347,16 @@ void lk_optimizer_set_lr(lk_optimizer *opt, double lr) {
   if (ops)
     ops->set_lr(((lk__instance *)opt)->self, lr);
 }
+
+int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
+  lk_run *run = host->run;
+  if (!run->step || !run->step->created)
+    return lk__err(LK_ESTATE, "plugin %s: there is no step to evaluate yet",
+                   host->inst->name);
+  lk_step_result r = {0};
+  int rc = run->step->desc->step->training_step(run->step->self, batch, &r);
+  if (rc != 0)
+    return lk__err_prefix(rc, "training_step of plugin %s", run->step->name);
+  *loss = r.has_loss ? r.loss : NAN;
+  return 0;
+}

@@ -473,6 +473,8 @@ int lk__loop_run(lk_run *run) {
 }
 
 int lk_run_train(lk_run *run) {
+  if (!run->dir)
+    return lk__err(LK_ESTATE, "this run was set up without a run directory");
   char *path = lk__asprintf("%s/metrics.csv", run->dir);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");

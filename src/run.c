@@ -835,9 +835,9 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = build_closures(run);
   if (rc == 0 && run->opts.resume)
     rc = resume(run, run->opts.resume);
-  if (rc == 0)
+  if (rc == 0 && !run->opts.no_run_dir)
     rc = make_run_dir(run, lk_config_path(cfg));
-  if (rc == 0)
+  if (rc == 0 && !run->opts.no_run_dir)
     rc = write_config(run);
   if (rc != 0) {
     char msg[2048];

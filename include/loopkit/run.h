@@ -49,6 +49,7 @@ typedef struct lk_run_options {
   lk_log_fn log;       /* NULL: messages are dropped */
   void *log_user;
   lk_log_level verbosity;
+  bool no_run_dir; /* set up the run without a run directory (gradcheck) */
 } lk_run_options;
 
 typedef struct lk_run lk_run;
@@ -62,6 +63,17 @@ LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
 LK_API int lk_run_train(lk_run *run);
 
 LK_API const char *lk_run_dir(const lk_run *run);
+
+/* Gradient check: compares the backward plugin's gradients with central
+ * differences of the step's loss, on the first BATCHES training batches
+ * (the whole problem without data), for at most SAMPLES elements of each
+ * parameter (spread over it deterministically). REPORT gets each
+ * parameter's largest relative error |a - n| / max(|a|, |n|, 1e-3) and the
+ * number of elements checked. */
+typedef void (*lk_gradcheck_fn)(void *user, const char *param,
+                                double max_rel_error, size_t checked);
+LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
+                            lk_gradcheck_fn report, void *user);
 
 /* "trained N steps (E epochs) in T s; last loss L; run directory D". */
 LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);

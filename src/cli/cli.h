@@ -11,6 +11,7 @@ int cli_train(int argc, char **argv);
 int cli_plugins(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_dump(int argc, char **argv);
+int cli_gradcheck(int argc, char **argv);
 
 void cli_error(const char *fmt, ...) LK_PRINTF(1, 2);
 

@@ -12,6 +12,9 @@ static const char usage[] =
     "       loopkit inspect NAME     one plugin's kinds, version, path, "
     "options\n"
     "       loopkit dump CKPT        every parameter in a checkpoint\n"
+    "       loopkit gradcheck CONFIG.ini [--set SECTION.KEY=VALUE]...\n"
+    "                                [--batches N] [--samples N]\n"
+    "                                backward against central differences\n"
     "       loopkit --version | --help\n"
     "\n"
     "Plugins are searched in LOOPKIT_PLUGIN_PATH (colon separated), then in\n"
@@ -51,7 +54,10 @@ int main(int argc, char **argv) {
     return cli_inspect(argc - 2, argv + 2);
   if (!strcmp(cmd, "dump"))
     return cli_dump(argc - 2, argv + 2);
-  cli_error("unknown command \"%s\"; commands: train, plugins, inspect, dump "
+  if (!strcmp(cmd, "gradcheck"))
+    return cli_gradcheck(argc - 2, argv + 2);
+  cli_error("unknown command \"%s\"; commands: train, plugins, inspect, dump, "
+            "gradcheck "
             "(see loopkit --help)",
             cmd);
   return EXIT_USAGE;

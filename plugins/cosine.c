@@ -1,0 +1,90 @@
+/* cosine: cosine annealing of the learning rate from its initial value to
+ * eta_min over T_max steps or epochs (and back up over the next T_max, and
+ * so on), as torch.optim.lr_scheduler.CosineAnnealingLR 1.13. Its recursive
+ * get_lr is reproduced, not the closed form: the two differ in the last
+ * bits, and only the recursion gives torch's numbers. */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct cosine {
+  sched_common c;
+  int64_t t_max;
+  double eta_min;
+} cosine;
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  int64_t t_max = lk_opt_int(o, "T_max");
+  double eta_min = lk_opt_double(o, "eta_min");
+  int rc;
+  if (t_max < 1)
+    return lk_fail(host, LK_ECONFIG, "option T_max = %lld: must be >= 1",
+                   (long long)t_max);
+  if ((rc = sched_check_finite(host, "eta_min", eta_min)) != 0)
+    return rc;
+  if (eta_min < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "option eta_min = %g: must be >= 0 (a learning rate is "
+                   "never negative)",
+                   eta_min);
+  cosine *s = calloc(1, sizeof *s);
+  if (!s)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->t_max = t_max;
+  s->eta_min = eta_min;
+  /* torch's initial step (last_epoch 0) leaves the rate as it is. */
+  if ((rc = sched_init(&s->c, host, o)) != 0) {
+    free(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+static void destroy(void *self) {
+  free(self);
+}
+
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  cosine *s = self;
+  (void)metrics;
+  (void)n;
+  if (!sched_mine(&s->c, when))
+    return 0;
+  int64_t e = sched_advance(&s->c);
+  double t = (double)s->t_max, lr = sched_lr(&s->c), eta = s->eta_min;
+  /* torch's branch for `_step_count == 1 and last_epoch > 0` only serves a
+   * scheduler constructed with last_epoch >= 0; a resume here restores the
+   * state instead, so it never applies. */
+  if ((e - 1 - s->t_max) % (2 * s->t_max) == 0)
+    /* The step out of the trough: the recursion's ratio would be 0/0. */
+    lr = lr + (sched_base_lr(&s->c) - eta) * (1 - cos(SCHED_PI / t)) / 2;
+  else
+    lr = (1 + cos(SCHED_PI * (double)e / t)) /
+             (1 + cos(SCHED_PI * (double)(e - 1) / t)) * (lr - eta) +
+         eta;
+  return sched_set_lr(&s->c, lr);
+}
+
+static const lk_option options[] = {
+    {"T_max", LK_OPT_INT, NULL,
+     "intervals from the initial rate down to eta_min, >= 1", NULL},
+    {"eta_min", LK_OPT_DOUBLE, "0", "the minimum learning rate, >= 0", NULL},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "cosine",
+    .version = "1.0",
+    .summary = "cosine annealing of the learning rate, as torch's "
+               "CosineAnnealingLR",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .scheduler = &scheduler_ops,
+};

@@ -1,0 +1,94 @@
+/* linear_warmup: scales the learning rate linearly from start_factor to
+ * end_factor times its initial value over total_iters steps or epochs, then
+ * leaves it, as torch.optim.lr_scheduler.LinearLR 1.13 (whose recursive
+ * ratio form is reproduced, not its closed form). With the defaults it is a
+ * warm-up; with end_factor < start_factor, a linear decay. */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct linear_warmup {
+  sched_common c;
+  double start, end;
+  int64_t total_iters;
+} linear_warmup;
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  double start = lk_opt_double(o, "start_factor");
+  double end = lk_opt_double(o, "end_factor");
+  int64_t total_iters = lk_opt_int(o, "total_iters");
+  int rc;
+  if ((rc = sched_check_finite(host, "start_factor", start)) != 0 ||
+      (rc = sched_check_finite(host, "end_factor", end)) != 0)
+    return rc;
+  /* torch accepts start_factor = 0 and then divides by zero at the first
+   * step; loopkit refuses it. */
+  if (!(start > 0 && start <= 1))
+    return lk_fail(host, LK_ECONFIG,
+                   "option start_factor = %g: must be > 0 and <= 1", start);
+  if (!(end >= 0 && end <= 1))
+    return lk_fail(host, LK_ECONFIG,
+                   "option end_factor = %g: must be >= 0 and <= 1", end);
+  if (total_iters < 1)
+    return lk_fail(host, LK_ECONFIG, "option total_iters = %lld: must be >= 1",
+                   (long long)total_iters);
+  linear_warmup *s = calloc(1, sizeof *s);
+  if (!s)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->start = start;
+  s->end = end;
+  s->total_iters = total_iters;
+  if ((rc = sched_init(&s->c, host, o)) != 0 ||
+      (rc = sched_set_lr(&s->c, sched_lr(&s->c) * start)) != 0) {
+    free(s);
+    return rc; /* torch's initial step: lr * start_factor */
+  }
+  *self = s;
+  return 0;
+}
+
+static void destroy(void *self) {
+  free(self);
+}
+
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  linear_warmup *s = self;
+  (void)metrics;
+  (void)n;
+  if (!sched_mine(&s->c, when))
+    return 0;
+  int64_t e = sched_advance(&s->c);
+  if (e > s->total_iters)
+    return 0;
+  double d = s->end - s->start;
+  double ratio =
+      1. + d / ((double)s->total_iters * s->start + (double)(e - 1) * d);
+  return sched_set_lr(&s->c, sched_lr(&s->c) * ratio);
+}
+
+static const lk_option options[] = {
+    {"start_factor", LK_OPT_DOUBLE, "0.3333333333333333",
+     "factor of the initial rate at the start, > 0 and <= 1 (torch's 1/3)",
+     NULL},
+    {"end_factor", LK_OPT_DOUBLE, "1.0",
+     "factor of the initial rate after total_iters, >= 0 and <= 1", NULL},
+    {"total_iters", LK_OPT_INT, "5",
+     "intervals from start_factor to end_factor, >= 1", NULL},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "linear_warmup",
+    .version = "1.0",
+    .summary = "linear change of the learning rate over total_iters (a "
+               "warm-up), as torch's LinearLR",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .scheduler = &scheduler_ops,
+};

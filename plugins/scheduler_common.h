@@ -1,0 +1,126 @@
+/* What the learning-rate scheduler plugins share: the interval option, the
+ * state every one keeps (torch's last_epoch and base_lr), option checks and
+ * metric look-ups. Static inline so that each plugin stays one shared object
+ * that exports nothing but its descriptor.
+ *
+ * The schedulers reproduce torch.optim.lr_scheduler 1.13's recursive
+ * ("chainable") get_lr: each new rate is computed from the optimizer's
+ * current one, read with lk_host_lr, in the same operations and order as
+ * torch's Python floats (compile with -ffp-contract=off: nothing is fused).
+ * Everything a step depends on is host state, so a resumed run continues
+ * the schedule exactly. */
+#ifndef LOOPKIT_SCHEDULER_COMMON_H
+#define LOOPKIT_SCHEDULER_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <loopkit/loopkit.h>
+
+/* Python's math.pi (M_PI is not C11). */
+#define SCHED_PI 3.14159265358979323846
+
+#define SCHED_INTERVAL_OPTION                                                  \
+  {                                                                            \
+    "interval", LK_OPT_ENUM, "epoch",                                          \
+        "when the rate changes: after every optimizer step, or after every "   \
+        "epoch and its validation",                                            \
+        "step|epoch"                                                           \
+  }
+
+typedef struct sched_common {
+  lk_host *host;
+  lk_interval interval;
+  lk_tensor *last_epoch; /* [1]: torch's last_epoch, step() calls so far */
+  lk_tensor *base_lr;    /* [1]: the optimizer's rate at create (initial_lr) */
+} sched_common;
+
+static inline int sched_check_finite(lk_host *host, const char *name,
+                                     double v) {
+  if (!isfinite(v))
+    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
+  return 0;
+}
+
+/* Reads the interval and adds the common state: last_epoch = 0 and base_lr
+ * = the optimizer's rate, as torch's constructor leaves them after its
+ * initial step. */
+static inline int sched_init(sched_common *c, lk_host *host,
+                             const lk_options *o) {
+  const char *interval = lk_opt_string(o, "interval");
+  c->host = host;
+  c->interval = interval && strcmp(interval, "step") == 0 ? LK_INTERVAL_STEP
+                                                          : LK_INTERVAL_EPOCH;
+  double lr = lk_host_lr(host);
+  if (!isfinite(lr))
+    return lk_fail(host, LK_ECONFIG,
+                   "the optimizer has no learning rate to schedule");
+  size_t one = 1;
+  int rc =
+      lk_host_add_state(host, "last_epoch", LK_F64, 1, &one, &c->last_epoch);
+  if (rc == 0)
+    rc = lk_host_add_state(host, "base_lr", LK_F64, 1, &one, &c->base_lr);
+  if (rc != 0)
+    return rc;
+  *(double *)c->last_epoch->data = 0;
+  *(double *)c->base_lr->data = lr;
+  return 0;
+}
+
+/* Whether a step() call is for this scheduler's interval. */
+static inline bool sched_mine(const sched_common *c, lk_interval when) {
+  return when == c->interval;
+}
+
+/* torch's `self.last_epoch += 1`; the new value. */
+static inline int64_t sched_advance(sched_common *c) {
+  double *e = c->last_epoch->data;
+  *e += 1;
+  return (int64_t)*e;
+}
+
+static inline double sched_base_lr(const sched_common *c) {
+  return *(const double *)c->base_lr->data;
+}
+
+static inline double sched_lr(const sched_common *c) {
+  return lk_host_lr(c->host);
+}
+
+/* The host's message names the plugin and the refused rate. */
+static inline int sched_set_lr(sched_common *c, double lr) {
+  return lk_host_set_lr(c->host, lr);
+}
+
+static inline const char *sched_interval_name(lk_interval when) {
+  return when == LK_INTERVAL_STEP ? "an optimizer step" : "an epoch";
+}
+
+/* The value of metric NAME among METRICS; false if it is not there. */
+static inline bool sched_metric(const lk_metric *metrics, size_t n,
+                                const char *name, double *value) {
+  for (size_t i = 0; i < n; i++)
+    if (metrics[i].name && strcmp(metrics[i].name, name) == 0) {
+      *value = metrics[i].value;
+      return true;
+    }
+  return false;
+}
+
+/* Fails naming the metric that is missing and those that were there. */
+static inline int sched_missing_metric(const sched_common *c, lk_interval when,
+                                       const char *option, const char *name,
+                                       const lk_metric *metrics, size_t n) {
+  char have[512] = "none";
+  size_t used = 0;
+  for (size_t i = 0; i < n && used < sizeof have; i++)
+    used += (size_t)snprintf(have + used, sizeof have - used, "%s%s",
+                             i ? ", " : "", metrics[i].name);
+  return lk_fail(c->host, LK_EPLUGIN,
+                 "%s = %s: no such metric after %s (available: %s)", option,
+                 name, sched_interval_name(when), have);
+}
+
+#endif

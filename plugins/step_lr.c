@@ -1,0 +1,81 @@
+/* step_lr: multiplies the learning rate by gamma every step_size steps or
+ * epochs, as torch.optim.lr_scheduler.StepLR 1.13 with its recursive form:
+ * `lr * gamma` whenever last_epoch is a multiple of step_size, so that a
+ * rate changed by someone else between steps is decayed from there. */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct step_lr {
+  sched_common c;
+  int64_t step_size;
+  double gamma;
+} step_lr;
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  int64_t step_size = lk_opt_int(o, "step_size");
+  double gamma = lk_opt_double(o, "gamma");
+  int rc;
+  if (step_size < 1)
+    return lk_fail(host, LK_ECONFIG, "option step_size = %lld: must be >= 1",
+                   (long long)step_size);
+  if ((rc = sched_check_finite(host, "gamma", gamma)) != 0)
+    return rc;
+  if (gamma < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "option gamma = %g: must be >= 0 (a learning rate is never "
+                   "negative)",
+                   gamma);
+  step_lr *s = calloc(1, sizeof *s);
+  if (!s)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->step_size = step_size;
+  s->gamma = gamma;
+  /* torch's initial step leaves the rate as it is. */
+  if ((rc = sched_init(&s->c, host, o)) != 0) {
+    free(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+static void destroy(void *self) {
+  free(self);
+}
+
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  step_lr *s = self;
+  (void)metrics;
+  (void)n;
+  if (!sched_mine(&s->c, when))
+    return 0;
+  int64_t epoch = sched_advance(&s->c);
+  if (epoch % s->step_size != 0)
+    return 0;
+  return sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
+}
+
+static const lk_option options[] = {
+    {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals, >= 1",
+     NULL},
+    {"gamma", LK_OPT_DOUBLE, "0.1", "multiplicative factor of the decay, >= 0",
+     NULL},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "step_lr",
+    .version = "1.0",
+    .summary = "decays the learning rate by gamma every step_size steps or "
+               "epochs, as torch's StepLR",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .scheduler = &scheduler_ops,
+};
