@@ -58,7 +58,8 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
    * scheduler constructed with last_epoch >= 0; a resume here restores the
    * state instead, so it never applies. */
   if ((e - 1 - s->t_max) % (2 * s->t_max) == 0)
-    /* The step out of the trough: the recursion's ratio would be 0/0. */
+    /* The step out of the trough, where the ratio would divide by 1 + cos(pi) =
+     * 0. */
     lr = lr + (sched_base_lr(&s->c) - eta) * (1 - cos(SCHED_PI / t)) / 2;
   else
     lr = (1 + cos(SCHED_PI * (double)e / t)) /

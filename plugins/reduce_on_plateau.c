@@ -50,8 +50,9 @@ static int check_options(lk_host *host, const lk_options *o) {
                    "option factor = %g: must be >= 0 (a learning rate is "
                    "never negative)",
                    factor);
-  static const char *const at_least_zero[] = {"threshold", "min_lr", "eps"};
-  for (size_t i = 0; i < 3; i++) {
+  /* A negative threshold (a tolerance) is odd but torch allows it. */
+  static const char *const at_least_zero[] = {"min_lr", "eps"};
+  for (size_t i = 0; i < 2; i++) {
     double v = lk_opt_double(o, at_least_zero[i]);
     if (v < 0)
       return lk_fail(host, LK_ECONFIG, "option %s = %g: must be >= 0",
@@ -181,7 +182,7 @@ static const lk_option options[] = {
     {"patience", LK_OPT_INT, "10",
      "intervals without improvement tolerated before a reduction, >= 0", NULL},
     {"threshold", LK_OPT_DOUBLE, "1e-4",
-     "how much better counts as an improvement, >= 0", NULL},
+     "how much better counts as an improvement", NULL},
     {"threshold_mode", LK_OPT_ENUM, "rel",
      "rel: better than best * (1 -/+ threshold); abs: best -/+ threshold",
      "rel|abs"},

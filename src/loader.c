@@ -195,7 +195,8 @@ const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {
   } kinds[] = {{d->step, "step"},           {d->backward, "backward"},
                {d->zero_grad, "zero_grad"}, {d->optimizer, "optimizer"},
                {d->profiler, "profiler"},   {d->data, "data"},
-               {d->strategy, "strategy"},   {d->callback, "callback"}};
+               {d->strategy, "strategy"},   {d->callback, "callback"},
+               {d->scheduler, "scheduler"}};
   size_t used = 0;
   if (len)
     buf[0] = '\0';

@@ -38,9 +38,9 @@ static const loop_key loop_keys[] = {
 };
 #define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0])
 
-static const char *const plugin_roles[] = {"step",      "backward", "zero_grad",
-                                           "optimizer", "profiler", "data",
-                                           "strategy",  "callbacks"};
+static const char *const plugin_roles[] = {
+    "step",     "backward", "zero_grad", "optimizer", "scheduler",
+    "profiler", "data",     "strategy",  "callbacks"};
 #define N_ROLES (sizeof plugin_roles / sizeof plugin_roles[0])
 
 static const char *where_of(const lk_config *cfg, const char *section,
