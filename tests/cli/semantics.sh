@@ -169,6 +169,22 @@ check "manual optimization: lk_host_clip_gradients clips by norm" \
 expect 0 'warning: training_step returned no loss' "no loss: a warning" \
   -- train "$T/clip.ini" --out "$T/noloss" --set probe.no_loss=true
 check "no loss: parameters untouched" test "$(value 'w[0]' "$T/noloss/checkpoints/last.ckpt")" = 1
+# Every optimizer that gets NaN from the closure leaves the parameters alone.
+config nanopt <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = probe
+optimizer = sgd
+[probe]
+nan_loss_at = 0
+INI
+for opt in sgd adam adamw rmsprop adagrad lbfgs sam; do
+  "$LOOPKIT" train "$T/nanopt.ini" --out "$T/nan-$opt" --quiet --set plugins.optimizer=$opt >/dev/null 2>&1
+  check "$opt: a NaN from the closure leaves the parameters untouched" \
+    test "$(value 'w[0]' "$T/nan-$opt/checkpoints/last.ckpt"):$(value 'w[1]' "$T/nan-$opt/checkpoints/last.ckpt")" = 1:1
+done
+
 # sam: two evaluations per step, each with zero_grad and backward, then the
 # base optimizer's step from the original point with the perturbed gradient.
 config sam <<INI
