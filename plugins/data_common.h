@@ -1,0 +1,339 @@
+/* What the idx and csv data plugins share: the samples in memory as f32
+ * rows, the three splits (validation held out of the training file, test
+ * from a file of its own), normalization from training statistics only,
+ * per-epoch shuffling and batching. A plugin's reader fills file[0] (the
+ * training file) and file[1] (the test file, n = 0 if none) and calls
+ * data_setup; data_epoch, data_batch and data_destroy are then its entries.
+ *
+ * Randomness comes from the run's seed through streams of our own, never
+ * from the host's shared generator: the order of epoch E is the same
+ * whatever other plugins drew, and a resumed run sees the same orders. */
+#ifndef LOOPKIT_PLUGINS_DATA_COMMON_H
+#define LOOPKIT_PLUGINS_DATA_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <loopkit/loopkit.h>
+
+enum { DATA_NORM_NONE, DATA_NORM_SCALE, DATA_NORM_STANDARD };
+
+/* Streams of lk_rng_seed: the permutation that picks the held-out
+ * validation samples, and the shuffle of epoch E at DATA_STREAM_SHUFFLE + E
+ * (far apart, so that no epoch number reaches the other). */
+#define DATA_STREAM_VAL 0x76616c2d73706c74ULL /* "val-splt" */
+#define DATA_STREAM_SHUFFLE 0x5348554600000000ULL
+
+/* The options both plugins declare, in their option tables. */
+/* clang-format off */
+#define DATA_COMMON_OPTIONS(normalize_default, scale_help)                    \
+  {"batch_size", LK_OPT_INT, "64", "samples per batch", NULL},                \
+  {"shuffle", LK_OPT_BOOL, "true",                                            \
+   "shuffle the training split, a new order each epoch drawn from "           \
+   "[loop] seed", NULL},                                                      \
+  {"drop_last", LK_OPT_BOOL, "false",                                         \
+   "drop the training split's last batch when it is short", NULL},            \
+  {"normalize", LK_OPT_ENUM, normalize_default,                               \
+   "none; scale: " scale_help "; standard: (x - mean) / std per feature; "    \
+   "statistics from the training part only (after val_split), applied to "    \
+   "every split", "none|scale|standard"},                                     \
+  {"val_split", LK_OPT_DOUBLE, "0",                                           \
+   "fraction of the training samples held out for validation, in [0, 1), "   \
+   "the same ones every epoch (drawn from [loop] seed)", NULL},               \
+  {"limit", LK_OPT_INT, "0",                                                  \
+   "use only the first N samples of the training file (0: all)", NULL}
+/* clang-format on */
+
+/* The samples of one file, as read. */
+typedef struct data_file {
+  size_t n;
+  float *x; /* [n, features] */
+  void *y;  /* [n]: int32_t class labels or float targets */
+} data_file;
+
+typedef struct data_set {
+  lk_host *host;
+  /* options */
+  size_t batch_size, limit;
+  bool shuffle, drop_last;
+  double val_split;
+  int normalize;
+  /* what the reader fills in */
+  size_t features;
+  lk_dtype y_dtype;  /* LK_I32 or LK_F32 */
+  data_file file[2]; /* [0] training file, [1] test file */
+  /* what data_setup derives */
+  uint64_t seed;
+  size_t n[3];     /* samples per split */
+  size_t *rows[3]; /* per split: its rows of its file, in file order */
+  size_t *order;   /* the training rows in this epoch's order */
+  uint64_t epoch[3];
+  float *bx; /* the batch handed out */
+  void *by;
+} data_set;
+
+static inline void data_destroy(void *self) {
+  data_set *d = self;
+  if (!d)
+    return;
+  for (int k = 0; k < 2; k++) {
+    free(d->file[k].x);
+    free(d->file[k].y);
+  }
+  for (int s = 0; s < 3; s++)
+    free(d->rows[s]);
+  free(d->order);
+  free(d->bx);
+  free(d->by);
+  free(d);
+}
+
+/* Reads and checks the common options into a new data_set. */
+static inline int data_new(lk_host *host, const lk_options *o, data_set **out) {
+  int64_t bs = lk_opt_int(o, "batch_size"), limit = lk_opt_int(o, "limit");
+  double vs = lk_opt_double(o, "val_split");
+  const char *norm = lk_opt_string(o, "normalize");
+  if (bs < 1)
+    return lk_fail(host, LK_ECONFIG, "batch_size = %lld: must be >= 1",
+                   (long long)bs);
+  if (limit < 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "limit = %lld: must be >= 0 (0: all samples)",
+                   (long long)limit);
+  if (!(vs >= 0 && vs < 1))
+    return lk_fail(host, LK_ECONFIG, "val_split = %g: must be in [0, 1)", vs);
+  data_set *d = calloc(1, sizeof *d);
+  if (!d)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  d->host = host;
+  d->batch_size = (size_t)bs;
+  d->limit = (size_t)limit;
+  d->val_split = vs;
+  d->shuffle = lk_opt_bool(o, "shuffle");
+  d->drop_last = lk_opt_bool(o, "drop_last");
+  d->normalize = strcmp(norm, "standard") == 0 ? DATA_NORM_STANDARD
+                 : strcmp(norm, "scale") == 0  ? DATA_NORM_SCALE
+                                               : DATA_NORM_NONE;
+  d->seed = lk_host_seed(host);
+  *out = d;
+  return 0;
+}
+
+/* Allocates room for N samples of file K (d->features and d->y_dtype set). */
+static inline int data_alloc(data_set *d, int k, size_t n) {
+  size_t f = d->features ? d->features : 1, m = n ? n : 1;
+  if (m > SIZE_MAX / sizeof(float) / f)
+    return lk_fail(d->host, LK_ENOMEM, "%zu samples of %zu features: too big",
+                   n, f);
+  float *x = realloc(d->file[k].x, m * f * sizeof(float));
+  if (x)
+    d->file[k].x = x;
+  void *y = realloc(d->file[k].y, m * 4); /* int32_t and float alike */
+  if (y)
+    d->file[k].y = y;
+  if (!x || !y)
+    return lk_fail(d->host, LK_ENOMEM, "out of memory for %zu samples", n);
+  return 0;
+}
+
+/* Fisher-Yates over A[0..n) from stream STREAM of the run's seed. The
+ * modulo's bias is below 2^-40 for any n a data set can have. */
+static inline void data_permute(size_t *a, size_t n, uint64_t seed,
+                                uint64_t stream) {
+  lk_rng r;
+  lk_rng_seed(&r, seed, stream);
+  for (size_t i = n; i > 1; i--) {
+    size_t j = (size_t)(lk_rng_u64(&r) % i), t = a[i - 1];
+    a[i - 1] = a[j];
+    a[j] = t;
+  }
+}
+
+/* Per-feature statistics over the training rows, in double; then every
+ * sample in use (training file and test file) is normalized with them. */
+static inline int data_normalize(data_set *d, int mode) {
+  size_t f = d->features, n = d->n[LK_SPLIT_TRAIN];
+  const size_t *rows = d->rows[LK_SPLIT_TRAIN];
+  double *a = calloc(2 * f, sizeof *a), *b = a + f;
+  if (!a)
+    return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  const float *x0 = d->file[0].x;
+  if (mode == DATA_NORM_STANDARD) { /* a = mean, b = 1 / std (or 1) */
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < f; j++)
+        a[j] += x0[rows[i] * f + j];
+    for (size_t j = 0; j < f; j++)
+      a[j] /= (double)n;
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < f; j++) {
+        double e = x0[rows[i] * f + j] - a[j];
+        b[j] += e * e;
+      }
+    for (size_t j = 0; j < f; j++) {
+      double sd = sqrt(b[j] / (double)n); /* population std, as sklearn */
+      b[j] = sd > 0 ? 1.0 / sd : 1.0;     /* constant feature: only centred */
+    }
+  } else { /* min-max: a = min, b = 1 / (max - min) (or 1) */
+    for (size_t j = 0; j < f; j++)
+      a[j] = b[j] = x0[rows[0] * f + j];
+    for (size_t i = 1; i < n; i++)
+      for (size_t j = 0; j < f; j++) {
+        double v = x0[rows[i] * f + j];
+        a[j] = v < a[j] ? v : a[j];
+        b[j] = v > b[j] ? v : b[j];
+      }
+    for (size_t j = 0; j < f; j++)
+      b[j] = b[j] > a[j] ? 1.0 / (b[j] - a[j]) : 1.0;
+  }
+  for (int k = 0; k < 2; k++) {
+    float *x = d->file[k].x;
+    for (size_t i = 0; i < d->file[k].n; i++)
+      for (size_t j = 0; j < f; j++)
+        x[i * f + j] = (float)((x[i * f + j] - a[j]) * b[j]);
+  }
+  free(a);
+  return 0;
+}
+
+/* Derives the splits once the reader has filled the files: applies limit,
+ * holds out val_split of the training file, normalizes with NORM (a plugin
+ * that scaled while reading passes DATA_NORM_NONE), makes the buffers. */
+static inline int data_setup(data_set *d, int norm) {
+  data_file *tr = &d->file[0];
+  if (d->limit && d->limit < tr->n)
+    tr->n = d->limit;
+  size_t n = tr->n, n_val = 0;
+  if (n == 0)
+    return lk_fail(d->host, LK_EINVAL, "no training samples");
+  if (d->val_split > 0) {
+    n_val = (size_t)llround(d->val_split * (double)n);
+    n_val = n_val ? n_val : 1; /* asked for validation: give some */
+    if (n_val >= n)
+      return lk_fail(d->host, LK_ECONFIG,
+                     "val_split = %g of %zu training samples leaves none "
+                     "for training",
+                     d->val_split, n);
+  }
+  d->n[LK_SPLIT_TRAIN] = n - n_val;
+  d->n[LK_SPLIT_VAL] = n_val;
+  d->n[LK_SPLIT_TEST] = d->file[1].n;
+  if (d->drop_last && d->n[LK_SPLIT_TRAIN] < d->batch_size)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "drop_last with batch_size = %zu leaves no batch of the "
+                   "%zu training samples",
+                   d->batch_size, d->n[LK_SPLIT_TRAIN]);
+  for (int s = 0; s < 3; s++)
+    if (!(d->rows[s] = malloc((d->n[s] ? d->n[s] : 1) * sizeof(size_t))))
+      return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  d->order = malloc((n ? n : 1) * sizeof(size_t));
+  d->bx = malloc(d->batch_size * d->features * sizeof(float));
+  d->by = malloc(d->batch_size * 4);
+  if (!d->order || !d->bx || !d->by)
+    return lk_fail(d->host, LK_ENOMEM, "out of memory");
+
+  /* The held-out samples: the first n_val of a fixed permutation. Both
+   * parts are then listed in file order, so that without shuffling the
+   * training split reads the file in order. */
+  for (size_t i = 0; i < n; i++)
+    d->order[i] = i;
+  unsigned char *held = calloc(n ? n : 1, 1);
+  if (!held)
+    return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  if (n_val) {
+    data_permute(d->order, n, d->seed, DATA_STREAM_VAL);
+    for (size_t i = 0; i < n_val; i++)
+      held[d->order[i]] = 1;
+  }
+  size_t t = 0, v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (held[i])
+      d->rows[LK_SPLIT_VAL][v++] = i;
+    else
+      d->rows[LK_SPLIT_TRAIN][t++] = i;
+  }
+  free(held);
+  for (size_t i = 0; i < d->n[LK_SPLIT_TEST]; i++)
+    d->rows[LK_SPLIT_TEST][i] = i;
+  memcpy(d->order, d->rows[LK_SPLIT_TRAIN], t * sizeof(size_t));
+  return norm == DATA_NORM_NONE ? 0 : data_normalize(d, norm);
+}
+
+static inline size_t data_batches(const data_set *d, lk_split split) {
+  size_t n = d->n[split], bs = d->batch_size;
+  return split == LK_SPLIT_TRAIN && d->drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+/* Whether SPLIT is one of the three (the caller returns LK_EINVAL if not:
+ * spelled out so that compilers see the bound). */
+static inline bool data_split_ok(const data_set *d, lk_split split) {
+  if ((unsigned)split <= LK_SPLIT_TEST)
+    return true;
+  lk_fail(d->host, LK_EINVAL, "no split number %d", (int)split);
+  return false;
+}
+
+static inline int data_epoch(void *self, lk_split split, uint64_t epoch,
+                             size_t *n_batches) {
+  data_set *d = self;
+  if (!data_split_ok(d, split))
+    return LK_EINVAL;
+  d->epoch[split] = epoch;
+  *n_batches = data_batches(d, split);
+  if (split == LK_SPLIT_TRAIN) {
+    size_t n = d->n[split];
+    memcpy(d->order, d->rows[split], n * sizeof(size_t));
+    if (d->shuffle)
+      data_permute(d->order, n, d->seed, DATA_STREAM_SHUFFLE + epoch);
+  }
+  return 0;
+}
+
+static inline int data_batch(void *self, lk_split split, size_t index,
+                             lk_batch *out) {
+  data_set *d = self;
+  if (!data_split_ok(d, split))
+    return LK_EINVAL;
+  size_t nb = data_batches(d, split), f = d->features;
+  if (index >= nb)
+    return lk_fail(d->host, LK_EINVAL,
+                   "batch %zu of the %s split does not exist (it has %zu)",
+                   index,
+                   split == LK_SPLIT_TRAIN ? "training"
+                   : split == LK_SPLIT_VAL ? "validation"
+                                           : "test",
+                   nb);
+  const data_file *src = &d->file[split == LK_SPLIT_TEST ? 1 : 0];
+  const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
+                       index * d->batch_size;
+  size_t first = index * d->batch_size, left = d->n[split] - first;
+  size_t size = left < d->batch_size ? left : d->batch_size;
+  for (size_t i = 0; i < size; i++)
+    memcpy(d->bx + i * f, src->x + rows[i] * f, f * sizeof(float));
+  if (d->y_dtype == LK_I32)
+    for (size_t i = 0; i < size; i++)
+      ((int32_t *)d->by)[i] = ((const int32_t *)src->y)[rows[i]];
+  else
+    for (size_t i = 0; i < size; i++)
+      ((float *)d->by)[i] = ((const float *)src->y)[rows[i]];
+  out->split = split;
+  out->epoch = d->epoch[split];
+  out->index = index;
+  out->size = size;
+  out->x = (lk_tensor){.name = "x",
+                       .dtype = LK_F32,
+                       .ndim = 2,
+                       .shape = {size, f},
+                       .numel = size * f,
+                       .data = d->bx};
+  out->y = (lk_tensor){.name = "y",
+                       .dtype = d->y_dtype,
+                       .ndim = 1,
+                       .shape = {size},
+                       .numel = size,
+                       .data = d->by};
+  return 0;
+}
+
+#endif
