@@ -7,7 +7,9 @@
  * calling the closure once (fixed step) or as often as the line search
  * needs. The iterates match torch's to the last bit, which takes:
  *  - the dot products of the reference BLAS torch is linked with here
- *    (BLAS_INFO=generic: a sequential sum, measured for n up to 1e5), and
+ *    (BLAS_INFO=generic: a sequential sum, measured for n up to 1e5: every
+ *    `acc +=` below is one, in index order, fused with the loop that
+ *    produces its operand), and
  *    the cascade sum of Tensor.sum (lanes of 4 doubles or 8 floats);
  *  - fma() where torch's add_(x, alpha=a) fuses, nothing fused elsewhere
  *    (the file must be compiled with -ffp-contract=off);
@@ -26,7 +28,11 @@
  * A NaN from the step's first closure call returns at once without touching
  * the parameters. A NaN from a later call (the closure failed, or the loss
  * stopped being finite) ends the step too, with the parameters put back to
- * where that iteration started them; torch would carry on with NaN. */
+ * where that iteration started them; torch would carry on with NaN.
+ *
+ * Each step says at debug level how many iterations and closure calls it
+ * made (bench/lbfgs reads it); nothing is formatted unless the host logs
+ * debug messages. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +52,7 @@
 typedef struct lbfgs {
   lk_host *host;
   bool f32;     /* every parameter is f32 (else all are f64) */
+  bool hw;      /* the kernels compiled for the fma instruction */
   size_t esize; /* bytes per element */
   size_t n;     /* flattened size */
   size_t n_params;
@@ -63,6 +70,7 @@ typedef struct lbfgs {
   double pool_max[POOL]; /* max |g| of each, taken when it was gathered */
   void *x0;              /* the parameters where the iteration started */
   double *al;            /* the two-loop's alphas */
+  int64_t *slot;         /* the two-loop's ring slots, oldest first */
   lk_tensor *const *params;
 } lbfgs;
 
@@ -83,38 +91,38 @@ static num T(double v) {
 }
 
 /* To the parameters' precision (the identity in f64). */
-static double rnd(const lbfgs *s, double x) {
-  return s->f32 ? (double)(float)x : x;
+static inline double rnd(bool f32, double x) {
+  return f32 ? (double)(float)x : x;
 }
 
 /* With a tensor involved, both operands are converted to its dtype and the
  * result rounded to it; for floats (and f32 values, whose sums, products
  * and quotients are exact or innocuously double-rounded in double) this
  * equals the float operation. */
-static num add(const lbfgs *s, num a, num b) {
+static inline num add(bool f32, num a, num b) {
   if (a.ts || b.ts)
-    return T(rnd(s, rnd(s, a.v) + rnd(s, b.v)));
+    return T(rnd(f32, rnd(f32, a.v) + rnd(f32, b.v)));
   return F(a.v + b.v);
 }
 
-static num sub(const lbfgs *s, num a, num b) {
+static inline num sub(bool f32, num a, num b) {
   if (a.ts || b.ts)
-    return T(rnd(s, rnd(s, a.v) - rnd(s, b.v)));
+    return T(rnd(f32, rnd(f32, a.v) - rnd(f32, b.v)));
   return F(a.v - b.v);
 }
 
-static num mul(const lbfgs *s, num a, num b) {
+static inline num mul(bool f32, num a, num b) {
   if (a.ts || b.ts)
-    return T(rnd(s, rnd(s, a.v) * rnd(s, b.v)));
+    return T(rnd(f32, rnd(f32, a.v) * rnd(f32, b.v)));
   return F(a.v * b.v);
 }
 
 /* float / tensor is Tensor.__rtruediv__: b.reciprocal() * a. */
-static num divide(const lbfgs *s, num a, num b) {
+static inline num divide(bool f32, num a, num b) {
   if (b.ts && !a.ts)
-    return T(rnd(s, rnd(s, 1.0 / rnd(s, b.v)) * rnd(s, a.v)));
+    return T(rnd(f32, rnd(f32, 1.0 / rnd(f32, b.v)) * rnd(f32, a.v)));
   if (a.ts)
-    return T(rnd(s, a.v / rnd(s, b.v)));
+    return T(rnd(f32, a.v / rnd(f32, b.v)));
   return F(a.v / b.v);
 }
 
@@ -122,21 +130,21 @@ static num absn(num a) {
   return (num){fabs(a.v), a.ts};
 }
 
-static bool lt(const lbfgs *s, num a, num b) {
-  return a.ts || b.ts ? rnd(s, a.v) < rnd(s, b.v) : a.v < b.v;
+static inline bool lt(bool f32, num a, num b) {
+  return a.ts || b.ts ? rnd(f32, a.v) < rnd(f32, b.v) : a.v < b.v;
 }
 
-static bool le(const lbfgs *s, num a, num b) {
-  return a.ts || b.ts ? rnd(s, a.v) <= rnd(s, b.v) : a.v <= b.v;
+static inline bool le(bool f32, num a, num b) {
+  return a.ts || b.ts ? rnd(f32, a.v) <= rnd(f32, b.v) : a.v <= b.v;
 }
 
 /* Python's max(a, b) and min(a, b): the first unless the second wins. */
-static num pymax(const lbfgs *s, num a, num b) {
-  return lt(s, a, b) ? b : a;
+static inline num pymax(bool f32, num a, num b) {
+  return lt(f32, a, b) ? b : a;
 }
 
-static num pymin(const lbfgs *s, num a, num b) {
-  return lt(s, b, a) ? b : a;
+static inline num pymin(bool f32, num a, num b) {
+  return lt(f32, b, a) ? b : a;
 }
 
 /* ---- vector kernels, in the parameters' precision ----------------------- */
@@ -149,8 +157,8 @@ static num pymin(const lbfgs *s, num a, num b) {
       (m) = (m) != (m) ? (m) : a_;                                             \
   } while (0)
 
-#define KERNELS(TY, SFX, FMA, LANES)                                           \
-  static double maxabs_##SFX(const TY *v, size_t n) {                          \
+#define KERNELS(TY, SFX, FMA, LANES, ATTR)                                     \
+  ATTR static double maxabs_##SFX(const TY *v, size_t n) {                     \
     double m = 0;                                                              \
     for (size_t k = 0; k < n; k++)                                             \
       MAXABS(m, v[k]);                                                         \
@@ -158,7 +166,8 @@ static num pymin(const lbfgs *s, num a, num b) {
   }                                                                            \
                                                                                \
   /* The parameters' gradients into g; returns max |g|, and g . d if d. */     \
-  static double gather_##SFX(const lbfgs *s, TY *g, const TY *d, double *gd) { \
+  ATTR static double gather_##SFX(const lbfgs *s, TY *g, const TY *d,          \
+                                  double *gd) {                                \
     double m = 0;                                                              \
     TY acc = 0;                                                                \
     for (size_t i = 0, off = 0; i < s->n_params; i++) {                        \
@@ -180,8 +189,8 @@ static num pymin(const lbfgs *s, num a, num b) {
   }                                                                            \
                                                                                \
   /* params = fma(t, d, base), base = x0, or the params themselves. */         \
-  static void move_##SFX(const lbfgs *s, double t, const TY *d,                \
-                         const TY *base) {                                     \
+  ATTR static void move_##SFX(const lbfgs *s, double t, const TY *d,           \
+                              const TY *base) {                                \
     TY tt = (TY)t;                                                             \
     for (size_t i = 0, off = 0; i < s->n_params; i++) {                        \
       TY *p = s->params[i]->data;                                              \
@@ -196,8 +205,9 @@ static num pymin(const lbfgs *s, num a, num b) {
                                                                                \
   /* y = g - pg and s = d * t, for ys = y . s and yy = y . y; stored into      \
    * Y and S when they are not NULL. */                                        \
-  static void pair_##SFX(const TY *g, const TY *pg, const TY *d, double t,     \
-                         size_t n, TY *Y, TY *S, double *ys, double *yy) {     \
+  ATTR static void pair_##SFX(const TY *g, const TY *pg, const TY *d,          \
+                              double t, size_t n, TY *Y, TY *S, double *ys,    \
+                              double *yy) {                                    \
     TY tt = (TY)t, a = 0, b = 0;                                               \
     for (size_t k = 0; k < n; k++) {                                           \
       TY y = g[k] - pg[k], st = d[k] * tt;                                     \
@@ -213,7 +223,7 @@ static num pymin(const lbfgs *s, num a, num b) {
   }                                                                            \
                                                                                \
   /* d = -g, and g . d. */                                                     \
-  static double negate_##SFX(const TY *g, TY *d, size_t n) {                   \
+  ATTR static double negate_##SFX(const TY *g, TY *d, size_t n) {              \
     TY acc = 0;                                                                \
     for (size_t k = 0; k < n; k++) {                                           \
       d[k] = -g[k];                                                            \
@@ -224,8 +234,8 @@ static num pymin(const lbfgs *s, num a, num b) {
                                                                                \
   /* v = FMA(a, x, v), then next . v: one pass for an update of the            \
    * two-loop recursion and the dot product that follows it. */                \
-  static double update_##SFX(TY *v, double a, const TY *x, const TY *next,     \
-                             size_t n) {                                       \
+  ATTR static double update_##SFX(TY *v, double a, const TY *x,                \
+                                  const TY *next, size_t n) {                  \
     TY aa = (TY)a, acc = 0;                                                    \
     for (size_t k = 0; k < n; k++) {                                           \
       v[k] = FMA(aa, x[k], v[k]);                                              \
@@ -236,8 +246,8 @@ static num pymin(const lbfgs *s, num a, num b) {
                                                                                \
   /* The turn of the recursion: v = FMA(a, x, v) * h (x NULL: v * h), then     \
    * next . v. */                                                              \
-  static double turn_##SFX(TY *v, double a, const TY *x, double h,             \
-                           const TY *next, size_t n) {                         \
+  ATTR static double turn_##SFX(TY *v, double a, const TY *x, double h,        \
+                                const TY *next, size_t n) {                    \
     TY aa = (TY)a, hh = (TY)h, acc = 0;                                        \
     for (size_t k = 0; k < n; k++) {                                           \
       v[k] = (x ? FMA(aa, x[k], v[k]) : v[k]) * hh;                            \
@@ -247,7 +257,8 @@ static num pymin(const lbfgs *s, num a, num b) {
   }                                                                            \
                                                                                \
   /* -g into v, then next . v. */                                              \
-  static double start_##SFX(TY *v, const TY *g, const TY *next, size_t n) {    \
+  ATTR static double start_##SFX(TY *v, const TY *g, const TY *next,           \
+                                 size_t n) {                                   \
     TY acc = 0;                                                                \
     for (size_t k = 0; k < n; k++) {                                           \
       v[k] = -g[k];                                                            \
@@ -258,7 +269,7 @@ static num pymin(const lbfgs *s, num a, num b) {
                                                                                \
   /* Tensor.sum of |v| (torch's vectorized_inner_sum: LANES-wide vectors,      \
    * four of them interleaved, each lane a cascade of four levels). */         \
-  static double abssum_##SFX(const TY *v, size_t n) {                          \
+  ATTR static double abssum_##SFX(const TY *v, size_t n) {                     \
     size_t vecs = n / LANES, rows = vecs / 4;                                  \
     unsigned level = 0;                                                        \
     while (((size_t)1 << level) < rows)                                        \
@@ -302,12 +313,46 @@ static num pymin(const lbfgs *s, num a, num b) {
     return total;                                                              \
   }
 
-KERNELS(double, f64, fma, 4)
-KERNELS(float, f32, fmaf, 8)
+/* fma() is a call into libm unless the compiler may use the instruction:
+ * where the CPU has it, the same kernels compiled for it (same results,
+ * fma being exact either way) run instead, chosen once at create. */
+#if (defined(__x86_64__) || defined(__i386__)) &&                              \
+    (defined(__GNUC__) || defined(__clang__))
+#define HW_FMA __attribute__((target("fma")))
+static bool cpu_has_fma(void) {
+  static int has = -1; /* asked once: libgcc's probe is slow */
+  if (has < 0) {
+    __builtin_cpu_init();
+    has = __builtin_cpu_supports("fma") != 0;
+  }
+  return has;
+}
+#else
+#define HW_FMA
+static bool cpu_has_fma(void) {
+  return false;
+}
+#endif
 
-/* Dispatch on the precision: pointers are to the flat buffers. */
-#define CALL(s, name, ...)                                                     \
-  ((s)->f32 ? name##_f32(__VA_ARGS__) : name##_f64(__VA_ARGS__))
+KERNELS(double, f64, fma, 4, )
+KERNELS(float, f32, fmaf, 8, )
+KERNELS(double, f64_hw, fma, 4, HW_FMA)
+KERNELS(float, f32_hw, fmaf, 8, HW_FMA)
+
+#define CALL(v, name, ...)                                                     \
+  ((v) == 3   ? name##_f32_hw(__VA_ARGS__)                                     \
+   : (v) == 2 ? name##_f32(__VA_ARGS__)                                        \
+   : (v) == 1 ? name##_f64_hw(__VA_ARGS__)                                     \
+              : name##_f64(__VA_ARGS__))
+
+/* The step is compiled once per variant (f64, f32, each with and without
+ * the fma instruction) so that the precision is a constant and the kernels
+ * inline: torch's scalar logic costs more than the vectors at small N. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE static inline
+#endif
 
 static void *row(const lbfgs *s, const lk_tensor *ring, int64_t slot) {
   return (char *)ring->data + (size_t)slot * s->n * s->esize;
@@ -332,6 +377,7 @@ static void destroy(void *self) {
     free(s->pool[i]);
   free(s->x0);
   free(s->al);
+  free(s->slot);
   free(s);
 }
 
@@ -403,6 +449,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
   s->f32 = params[0]->dtype == LK_F32;
+  s->hw = cpu_has_fma();
   s->esize = lk_dtype_size(params[0]->dtype);
   s->n = n;
   s->n_params = np;
@@ -439,7 +486,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
       break;
   s->x0 = malloc(n * s->esize);
   s->al = malloc(h * sizeof *s->al);
-  if (!s->pool[POOL - 1] || !s->x0 || !s->al) {
+  s->slot = malloc(h * sizeof *s->slot);
+  if (!s->pool[POOL - 1] || !s->x0 || !s->al || !s->slot) {
     destroy(s);
     return lk_fail(host, LK_ENOMEM, "out of memory for %zu parameters", n);
   }
@@ -480,56 +528,57 @@ static void restore_params(lbfgs *s) {
 
 /* The closure at x0 + t d (torch's _directional_evaluate): the loss, the
  * gradient gathered into pool buffer BUF, and g . d in *gtd. */
-static double directional(lbfgs *s, lk_closure_fn closure, num t, int buf,
-                          num *gtd) {
-  CALL(s, move, s, t.v, s->d->data, s->x0);
+ALWAYS_INLINE double directional(lbfgs *s, int v, lk_closure_fn closure, num t,
+                                 int buf, num *gtd) {
+  CALL(v, move, s, t.v, s->d->data, s->x0);
   double loss = closure();
   double gd = 0;
-  s->pool_max[buf] = CALL(s, gather, s, s->pool[buf], s->d->data, &gd);
+  s->pool_max[buf] = CALL(v, gather, s, s->pool[buf], s->d->data, &gd);
   *gtd = T(gd);
   return loss;
 }
 
 /* torch's _cubic_interpolate, bounds (lo, hi) if BOUNDED. */
-static num cubic(const lbfgs *s, num x1, double f1, num g1, num x2, double f2,
-                 num g2, bool bounded, num lo, num hi) {
+ALWAYS_INLINE num cubic(bool f32, num x1, double f1, num g1, num x2, double f2,
+                        num g2, bool bounded, num lo, num hi) {
   num xmin = lo, xmax = hi;
   if (!bounded) {
-    bool ordered = le(s, x1, x2);
+    bool ordered = le(f32, x1, x2);
     xmin = ordered ? x1 : x2;
     xmax = ordered ? x2 : x1;
   }
-  num d1 = sub(s, add(s, g1, g2),
-               divide(s, mul(s, F(3), F(f1 - f2)), sub(s, x1, x2)));
-  num d2_square = sub(s, mul(s, d1, d1), mul(s, g1, g2));
-  if (!le(s, F(0), d2_square))
-    return divide(s, add(s, xmin, xmax), F(2.));
-  num d2 = T(rnd(s, sqrt(d2_square.v)));
+  num d1 = sub(f32, add(f32, g1, g2),
+               divide(f32, mul(f32, F(3), F(f1 - f2)), sub(f32, x1, x2)));
+  num d2_square = sub(f32, mul(f32, d1, d1), mul(f32, g1, g2));
+  if (!le(f32, F(0), d2_square))
+    return divide(f32, add(f32, xmin, xmax), F(2.));
+  num d2 = T(rnd(f32, sqrt(d2_square.v)));
   num min_pos;
-  if (le(s, x1, x2))
-    min_pos = sub(s, x2,
-                  mul(s, sub(s, x2, x1),
-                      divide(s, sub(s, add(s, g2, d2), d1),
-                             add(s, sub(s, g2, g1), mul(s, F(2), d2)))));
+  if (le(f32, x1, x2))
+    min_pos = sub(f32, x2,
+                  mul(f32, sub(f32, x2, x1),
+                      divide(f32, sub(f32, add(f32, g2, d2), d1),
+                             add(f32, sub(f32, g2, g1), mul(f32, F(2), d2)))));
   else
-    min_pos = sub(s, x1,
-                  mul(s, sub(s, x1, x2),
-                      divide(s, sub(s, add(s, g1, d2), d1),
-                             add(s, sub(s, g1, g2), mul(s, F(2), d2)))));
-  return pymin(s, pymax(s, min_pos, xmin), xmax);
+    min_pos = sub(f32, x1,
+                  mul(f32, sub(f32, x1, x2),
+                      divide(f32, sub(f32, add(f32, g1, d2), d1),
+                             add(f32, sub(f32, g1, g2), mul(f32, F(2), d2)))));
+  return pymin(f32, pymax(f32, min_pos, xmin), xmax);
 }
 
 /* torch's _strong_wolfe from x0 along d, starting at step *t, with loss f,
  * gradient in pool buffer *g and directional derivative gtd. On return *t,
  * *f and *g are the point chosen; *evals counts the closure calls. Returns
  * false if the closure gave NaN. */
-static bool strong_wolfe(lbfgs *s, lk_closure_fn closure, num *t, double *f,
-                         int *g, num gtd, int64_t *evals) {
-  num d_norm = T(CALL(s, maxabs, s->d->data, s->n));
+ALWAYS_INLINE bool strong_wolfe(lbfgs *s, int v, lk_closure_fn closure, num *t,
+                                double *f, int *g, num gtd, int64_t *evals) {
+  const bool f32 = v >= 2;
+  num d_norm = T(CALL(v, maxabs, s->d->data, s->n));
   num c1t_gtd, gtd_new;
   int live[3] = {*g, *g, *g};
   int g_new = free_buffer(live, 1);
-  double f_new = directional(s, closure, *t, g_new, &gtd_new);
+  double f_new = directional(s, v, closure, *t, g_new, &gtd_new);
   *evals = 1;
   if (isnan(f_new))
     return false;
@@ -544,34 +593,34 @@ static bool strong_wolfe(lbfgs *s, lk_closure_fn closure, num *t, double *f,
   int b_g[2];
   size_t len = 2;
   while (ls_iter < MAX_LS) {
-    c1t_gtd = add(s, F(*f), mul(s, mul(s, F(C1), *t), gtd));
-    if (lt(s, c1t_gtd, F(f_new)) || (ls_iter > 1 && f_new >= f_prev)) {
+    c1t_gtd = add(f32, F(*f), mul(f32, mul(f32, F(C1), *t), gtd));
+    if (lt(f32, c1t_gtd, F(f_new)) || (ls_iter > 1 && f_new >= f_prev)) {
       b[0] = t_prev, b[1] = *t, b_f[0] = f_prev, b_f[1] = f_new;
       b_g[0] = g_prev, b_g[1] = g_new, b_gtd[0] = gtd_prev, b_gtd[1] = gtd_new;
       break;
     }
-    if (le(s, absn(gtd_new), mul(s, F(-C2), gtd))) {
+    if (le(f32, absn(gtd_new), mul(f32, F(-C2), gtd))) {
       b[0] = *t, b_f[0] = f_new, b_g[0] = g_new, len = 1;
       done = true;
       break;
     }
-    if (le(s, F(0), gtd_new)) {
+    if (le(f32, F(0), gtd_new)) {
       b[0] = t_prev, b[1] = *t, b_f[0] = f_prev, b_f[1] = f_new;
       b_g[0] = g_prev, b_g[1] = g_new, b_gtd[0] = gtd_prev, b_gtd[1] = gtd_new;
       break;
     }
-    num min_step = add(s, *t, mul(s, F(0.01), sub(s, *t, t_prev)));
-    num max_step = mul(s, *t, F(10));
+    num min_step = add(f32, *t, mul(f32, F(0.01), sub(f32, *t, t_prev)));
+    num max_step = mul(f32, *t, F(10));
     num tmp = *t;
-    *t = cubic(s, t_prev, f_prev, gtd_prev, *t, f_new, gtd_new, true, min_step,
-               max_step);
+    *t = cubic(f32, t_prev, f_prev, gtd_prev, *t, f_new, gtd_new, true,
+               min_step, max_step);
     t_prev = tmp;
     f_prev = f_new;
     g_prev = g_new;
     gtd_prev = gtd_new;
     live[1] = g_prev;
     g_new = free_buffer(live, 2);
-    f_new = directional(s, closure, *t, g_new, &gtd_new);
+    f_new = directional(s, v, closure, *t, g_new, &gtd_new);
     ++*evals;
     if (isnan(f_new))
       return false;
@@ -587,18 +636,19 @@ static bool strong_wolfe(lbfgs *s, lk_closure_fn closure, num *t, double *f,
   bool insuf_progress = false;
   int low = b_f[0] <= b_f[len - 1] ? 0 : 1, high = 1 - low;
   while (!done && ls_iter < MAX_LS) {
-    if (lt(s, mul(s, absn(sub(s, b[1], b[0])), d_norm), F(LS_TOLERANCE_CHANGE)))
+    if (lt(f32, mul(f32, absn(sub(f32, b[1], b[0])), d_norm),
+           F(LS_TOLERANCE_CHANGE)))
       break;
-    *t = cubic(s, b[0], b_f[0], b_gtd[0], b[1], b_f[1], b_gtd[1], false, F(0),
+    *t = cubic(f32, b[0], b_f[0], b_gtd[0], b[1], b_f[1], b_gtd[1], false, F(0),
                F(0));
-    num bmax = pymax(s, b[0], b[1]), bmin = pymin(s, b[0], b[1]);
-    num eps = mul(s, F(0.1), sub(s, bmax, bmin));
-    if (lt(s, pymin(s, sub(s, bmax, *t), sub(s, *t, bmin)), eps)) {
-      if (insuf_progress || le(s, bmax, *t) || le(s, *t, bmin)) {
-        if (lt(s, absn(sub(s, *t, bmax)), absn(sub(s, *t, bmin))))
-          *t = sub(s, bmax, eps);
+    num bmax = pymax(f32, b[0], b[1]), bmin = pymin(f32, b[0], b[1]);
+    num eps = mul(f32, F(0.1), sub(f32, bmax, bmin));
+    if (lt(f32, pymin(f32, sub(f32, bmax, *t), sub(f32, *t, bmin)), eps)) {
+      if (insuf_progress || le(f32, bmax, *t) || le(f32, *t, bmin)) {
+        if (lt(f32, absn(sub(f32, *t, bmax)), absn(sub(f32, *t, bmin))))
+          *t = sub(f32, bmax, eps);
         else
-          *t = add(s, bmin, eps);
+          *t = add(f32, bmin, eps);
         insuf_progress = false;
       } else {
         insuf_progress = true;
@@ -609,22 +659,22 @@ static bool strong_wolfe(lbfgs *s, lk_closure_fn closure, num *t, double *f,
     live[1] = b_g[0];
     live[2] = b_g[1];
     g_new = free_buffer(live, 3);
-    f_new = directional(s, closure, *t, g_new, &gtd_new);
+    f_new = directional(s, v, closure, *t, g_new, &gtd_new);
     ++*evals;
     if (isnan(f_new))
       return false;
     ls_iter++;
 
-    c1t_gtd = add(s, F(*f), mul(s, mul(s, F(C1), *t), gtd));
-    if (lt(s, c1t_gtd, F(f_new)) || f_new >= b_f[low]) {
+    c1t_gtd = add(f32, F(*f), mul(f32, mul(f32, F(C1), *t), gtd));
+    if (lt(f32, c1t_gtd, F(f_new)) || f_new >= b_f[low]) {
       b[high] = *t, b_f[high] = f_new, b_g[high] = g_new;
       b_gtd[high] = gtd_new;
       low = b_f[0] <= b_f[1] ? 0 : 1;
       high = 1 - low;
     } else {
-      if (le(s, absn(gtd_new), mul(s, F(-C2), gtd)))
+      if (le(f32, absn(gtd_new), mul(f32, F(-C2), gtd)))
         done = true;
-      else if (le(s, F(0), mul(s, gtd_new, sub(s, b[high], b[low])))) {
+      else if (le(f32, F(0), mul(f32, gtd_new, sub(f32, b[high], b[low])))) {
         b[high] = b[low], b_f[high] = b_f[low], b_g[high] = b_g[low];
         b_gtd[high] = b_gtd[low];
       }
@@ -642,35 +692,40 @@ static bool strong_wolfe(lbfgs *s, lk_closure_fn closure, num *t, double *f,
 /* The L-BFGS direction into d (torch's two-loop recursion, "collapsed to
  * use just one buffer"), each update fused with the dot product after it;
  * returns g . d. */
-static double direction(lbfgs *s, const void *g) {
+ALWAYS_INLINE double direction(lbfgs *s, int v, const void *g) {
+  const bool f32 = v >= 2;
   int64_t held = (int64_t)st(s->ring)[0], head = (int64_t)st(s->ring)[1];
   int64_t h = s->history_size;
   const double *ro = st(s->ro);
   void *d = s->d->data;
   num h_diag = T(st(s->h_diag)[0]);
   if (held == 0) { /* d = (-g) * H_diag */
-    CALL(s, start, d, g, g, s->n);
-    return CALL(s, turn, d, 0, NULL, h_diag.v, g, s->n);
+    CALL(v, start, d, g, g, s->n);
+    return CALL(v, turn, d, 0, NULL, h_diag.v, g, s->n);
   }
-#define SLOT(i) ((head + (i)) % h)
+  /* ring slot of the i-th oldest pair, without a division per use */
+  for (int64_t i = 0, slot = head; i < held;
+       i++, slot = slot + 1 < h ? slot + 1 : 0)
+    s->slot[i] = slot;
+#define SLOT(i) (s->slot[i])
   /* q = -g, then from the newest pair to the oldest: al[i] = s_i . q * ro_i,
    * q -= al[i] y_i; r = q * H_diag. */
-  double acc = CALL(s, start, d, g, row(s, s->old_stps, SLOT(held - 1)), s->n);
+  double acc = CALL(v, start, d, g, row(s, s->old_stps, SLOT(held - 1)), s->n);
   for (int64_t i = held - 1; i >= 0; i--) {
-    s->al[i] = mul(s, T(acc), T(ro[SLOT(i)])).v;
+    s->al[i] = mul(f32, T(acc), T(ro[SLOT(i)])).v;
     const void *y = row(s, s->old_dirs, SLOT(i));
     if (i > 0)
-      acc = CALL(s, update, d, -s->al[i], y, row(s, s->old_stps, SLOT(i - 1)),
+      acc = CALL(v, update, d, -s->al[i], y, row(s, s->old_stps, SLOT(i - 1)),
                  s->n);
     else
-      acc = CALL(s, turn, d, -s->al[0], y, h_diag.v, y, s->n);
+      acc = CALL(v, turn, d, -s->al[0], y, h_diag.v, y, s->n);
   }
   /* from the oldest to the newest: be = y_i . r * ro_i,
    * r += (al[i] - be) s_i; the last dot product is g . d. */
   for (int64_t i = 0; i < held; i++) {
-    num be = mul(s, T(acc), T(ro[SLOT(i)]));
+    num be = mul(f32, T(acc), T(ro[SLOT(i)]));
     const void *next = i + 1 < held ? row(s, s->old_dirs, SLOT(i + 1)) : g;
-    acc = CALL(s, update, d, sub(s, T(s->al[i]), be).v,
+    acc = CALL(v, update, d, sub(f32, T(s->al[i]), be).v,
                row(s, s->old_stps, SLOT(i)), next, s->n);
   }
 #undef SLOT
@@ -680,7 +735,8 @@ static double direction(lbfgs *s, const void *g) {
 /* The history update of torch's step, from y = g - prev_flat_grad and
  * s = d * t: a pair is kept when y . s > 1e-10, the oldest dropped when
  * history_size are held. */
-static void update_history(lbfgs *s, const void *g) {
+ALWAYS_INLINE void update_history(lbfgs *s, int v, const void *g) {
+  const bool f32 = v >= 2;
   double *ring = st(s->ring);
   int64_t held = (int64_t)ring[0], head = (int64_t)ring[1];
   int64_t h = s->history_size;
@@ -690,19 +746,19 @@ static void update_history(lbfgs *s, const void *g) {
   int64_t slot = held < h ? (head + held) % h : head;
   void *Y = row(s, s->old_dirs, slot), *S = row(s, s->old_stps, slot);
   bool direct = held < h;
-  CALL(s, pair, g, s->prev_flat_grad->data, s->d->data, t, s->n,
+  CALL(v, pair, g, s->prev_flat_grad->data, s->d->data, t, s->n,
        direct ? Y : NULL, direct ? S : NULL, &ys, &yy);
-  if (!lt(s, F(1e-10), T(ys)))
+  if (!lt(f32, F(1e-10), T(ys)))
     return;
   if (!direct)
-    CALL(s, pair, g, s->prev_flat_grad->data, s->d->data, t, s->n, Y, S, &ys,
+    CALL(v, pair, g, s->prev_flat_grad->data, s->d->data, t, s->n, Y, S, &ys,
          &yy);
   if (held < h)
     ring[0] = (double)(held + 1);
   else
     ring[1] = (double)((head + 1) % h);
-  st(s->ro)[slot] = divide(s, F(1.), T(ys)).v;
-  st(s->h_diag)[0] = divide(s, T(ys), T(yy)).v;
+  st(s->ro)[slot] = divide(f32, F(1.), T(ys)).v;
+  st(s->h_diag)[0] = divide(f32, T(ys), T(yy)).v;
 }
 
 /* What a step did, at debug level (benchmarks read it): costs nothing when
@@ -715,9 +771,9 @@ static void report(lbfgs *s, int64_t iters, int64_t evals, double loss) {
          st(s->func_evals)[0]);
 }
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
-  lbfgs *s = self;
+ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
+                            lk_closure_fn closure, int v) {
+  const bool f32 = v >= 2;
   if (!closure)
     return lk_fail(s->host, LK_EINVAL,
                    "L-BFGS needs a closure: it evaluates the model several "
@@ -748,8 +804,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   func_evals[0] += 1;
 
   int g = 0; /* the pool buffer holding flat_grad */
-  s->pool_max[g] = CALL(s, gather, s, s->pool[g], NULL, NULL);
-  if (le(s, T(s->pool_max[g]), F(s->tolerance_grad))) {
+  s->pool_max[g] = CALL(v, gather, s, s->pool[g], NULL, NULL);
+  if (le(f32, T(s->pool_max[g]), F(s->tolerance_grad))) {
     report(s, 0, current_evals, loss); /* optimal already */
     return 0;
   }
@@ -762,32 +818,32 @@ static int step(void *self, lk_tensor *const *params, size_t n,
     /* the direction, and g . d */
     num gtd;
     if (n_iter[0] == 1) {
-      gtd = T(CALL(s, negate, s->pool[g], s->d->data, s->n));
+      gtd = T(CALL(v, negate, s->pool[g], s->d->data, s->n));
       st(s->ring)[0] = st(s->ring)[1] = 0;
       st(s->h_diag)[0] = 1;
     } else {
-      update_history(s, s->pool[g]);
-      gtd = T(direction(s, s->pool[g]));
+      update_history(s, v, s->pool[g]);
+      gtd = T(direction(s, v, s->pool[g]));
     }
     memcpy(s->prev_flat_grad->data, s->pool[g], s->n * s->esize);
     st(s->prev_loss)[0] = loss;
 
     /* the step length's first guess */
     if (n_iter[0] == 1) {
-      num sum = T(CALL(s, abssum, s->pool[g], s->n));
-      t = mul(s, pymin(s, F(1.), divide(s, F(1.), sum)), F(lr));
+      num sum = T(CALL(v, abssum, s->pool[g], s->n));
+      t = mul(f32, pymin(f32, F(1.), divide(f32, F(1.), sum)), F(lr));
     } else {
       t = F(lr);
     }
     st(s->t)[0] = t.v;
-    if (lt(s, F(-s->tolerance_change), gtd))
+    if (lt(f32, F(-s->tolerance_change), gtd))
       break; /* directional derivative below tolerance */
 
     int64_t ls_evals = 0;
     bool opt_cond = false;
     save_params(s);
     if (s->wolfe) {
-      bool ok = strong_wolfe(s, closure, &t, &loss, &g, gtd, &ls_evals);
+      bool ok = strong_wolfe(s, v, closure, &t, &loss, &g, gtd, &ls_evals);
       current_evals += ls_evals;
       func_evals[0] += (double)ls_evals;
       st(s->t)[0] = t.v;
@@ -795,10 +851,10 @@ static int step(void *self, lk_tensor *const *params, size_t n,
         restore_params(s);
         return 0;
       }
-      CALL(s, move, s, t.v, s->d->data, s->x0);
-      opt_cond = le(s, T(s->pool_max[g]), F(s->tolerance_grad));
+      CALL(v, move, s, t.v, s->d->data, s->x0);
+      opt_cond = le(f32, T(s->pool_max[g]), F(s->tolerance_grad));
     } else {
-      CALL(s, move, s, t.v, s->d->data, NULL);
+      CALL(v, move, s, t.v, s->d->data, NULL);
       if (it != s->max_iter) {
         loss = closure();
         if (isnan(loss)) {
@@ -806,8 +862,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
           restore_params(s);
           return 0;
         }
-        s->pool_max[g] = CALL(s, gather, s, s->pool[g], NULL, NULL);
-        opt_cond = le(s, T(s->pool_max[g]), F(s->tolerance_grad));
+        s->pool_max[g] = CALL(v, gather, s, s->pool[g], NULL, NULL);
+        opt_cond = le(f32, T(s->pool_max[g]), F(s->tolerance_grad));
         ls_evals = 1;
       }
       current_evals += ls_evals;
@@ -818,14 +874,44 @@ static int step(void *self, lk_tensor *const *params, size_t n,
     if (it == s->max_iter || current_evals >= s->max_eval || opt_cond)
       break;
     num step_max =
-        T(rnd(s, CALL(s, maxabs, s->d->data, s->n) * fabs(rnd(s, t.v))));
-    if (le(s, step_max, F(s->tolerance_change)))
+        T(rnd(f32, CALL(v, maxabs, s->d->data, s->n) * fabs(rnd(f32, t.v))));
+    if (le(f32, step_max, F(s->tolerance_change)))
       break; /* lack of progress */
     if (fabs(loss - st(s->prev_loss)[0]) < s->tolerance_change)
       break;
   }
   report(s, it > s->max_iter ? s->max_iter : it, current_evals, loss);
   return 0;
+}
+
+static int step_f64(lbfgs *s, lk_tensor *const *params, size_t n,
+                    lk_closure_fn closure) {
+  return step_impl(s, params, n, closure, 0);
+}
+
+HW_FMA static int step_f64_hw(lbfgs *s, lk_tensor *const *params, size_t n,
+                              lk_closure_fn closure) {
+  return step_impl(s, params, n, closure, 1);
+}
+
+static int step_f32(lbfgs *s, lk_tensor *const *params, size_t n,
+                    lk_closure_fn closure) {
+  return step_impl(s, params, n, closure, 2);
+}
+
+HW_FMA static int step_f32_hw(lbfgs *s, lk_tensor *const *params, size_t n,
+                              lk_closure_fn closure) {
+  return step_impl(s, params, n, closure, 3);
+}
+
+static int step(void *self, lk_tensor *const *params, size_t n,
+                lk_closure_fn closure) {
+  lbfgs *s = self;
+  if (s->f32)
+    return s->hw ? step_f32_hw(s, params, n, closure)
+                 : step_f32(s, params, n, closure);
+  return s->hw ? step_f64_hw(s, params, n, closure)
+               : step_f64(s, params, n, closure);
 }
 
 static double get_lr(void *self) {
