@@ -1,0 +1,170 @@
+/* linear: linear regression, y = x weight^T + bias, with mean squared error
+ * (torch's MSELoss: the mean over every output of every sample). x is
+ * [B, inputs] and y [B] (outputs = 1) or [B, outputs]; f32 is the batch
+ * convention, f64 batches are accepted too and computed in f32. The problem
+ * is convex: the parameters start at zero. */
+#include "model_common.h"
+
+typedef struct linear {
+  lk_host *host;
+  size_t inputs, outputs;
+  lk_tensor *w, *b;
+  float *xf;    /* [cap, inputs]: an f64 batch's x in f32 */
+  float *r;     /* [cap, outputs]: prediction - y, kept for backward */
+  size_t cap;   /* batch size the buffers hold; they never shrink */
+  size_t ready; /* batch size of the training step backward may use, or 0 */
+} linear;
+
+static void destroy(void *self) {
+  linear *m = self;
+  free(m->xf);
+  free(m->r);
+  free(m);
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  model_blas_threads();
+  int64_t in = lk_opt_int(o, "inputs"), out = lk_opt_int(o, "outputs");
+  if (in < 1 || out < 1)
+    return lk_fail(host, LK_ECONFIG,
+                   "inputs = %lld and outputs = %lld must be >= 1",
+                   (long long)in, (long long)out);
+  linear *m = calloc(1, sizeof *m);
+  if (!m)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  m->host = host;
+  m->inputs = (size_t)in;
+  m->outputs = (size_t)out;
+  size_t shape[2] = {m->outputs, m->inputs};
+  int rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
+  if (rc == 0)
+    rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
+  if (rc != 0) {
+    free(m);
+    return rc;
+  }
+  *self = m;
+  return 0;
+}
+
+static int check(linear *m, const lk_batch *b) {
+  const lk_tensor *x = &b->x, *y = &b->y;
+  size_t n = b->size;
+  char got[96];
+  bool real_x = x->dtype == LK_F32 || x->dtype == LK_F64;
+  if (n == 0 || !x->data || !real_x || x->ndim != 2 || x->shape[0] != n ||
+      x->shape[1] != m->inputs)
+    return n == 0 || !x->data
+               ? lk_fail(m->host, LK_EINVAL,
+                         "needs batches: x f32 [B, %zu] (is [plugins] data "
+                         "set?)",
+                         m->inputs)
+               : lk_fail(m->host, LK_EINVAL,
+                         "x: expected f32 [%zu, %zu], got %s", n, m->inputs,
+                         model_shape(x, got, sizeof got));
+  bool real_y = y->dtype == LK_F32 || y->dtype == LK_F64;
+  bool shape_y = m->outputs == 1
+                     ? y->ndim == 1 || (y->ndim == 2 && y->shape[1] == 1)
+                     : y->ndim == 2 && y->shape[1] == m->outputs;
+  if (!y->data || !real_y || !shape_y || y->shape[0] != n)
+    return m->outputs == 1
+               ? lk_fail(m->host, LK_EINVAL,
+                         "y: expected f32 [%zu] targets, got %s", n,
+                         model_shape(y, got, sizeof got))
+               : lk_fail(m->host, LK_EINVAL,
+                         "y: expected f32 [%zu, %zu] targets, got %s", n,
+                         m->outputs, model_shape(y, got, sizeof got));
+  return 0;
+}
+
+static int reserve(linear *m, size_t n) {
+  if (n <= m->cap)
+    return 0;
+  free(m->xf);
+  free(m->r);
+  m->xf = model_alloc(n * m->inputs);
+  m->r = model_alloc(n * m->outputs);
+  m->cap = m->xf && m->r ? n : 0;
+  return m->cap ? 0
+                : lk_fail(m->host, LK_ENOMEM,
+                          "out of memory for a batch of %zu", n);
+}
+
+/* x as f32: the batch's own, or converted into xf. */
+static const float *x_f32(linear *m, const lk_batch *b) {
+  if (b->x.dtype == LK_F32)
+    return b->x.data;
+  const double *x = b->x.data;
+  for (size_t i = 0; i < b->size * m->inputs; i++)
+    m->xf[i] = (float)x[i];
+  return m->xf;
+}
+
+static int forward(linear *m, const lk_batch *b, lk_step_result *out) {
+  size_t n = b->size, o = m->outputs;
+  int rc;
+  m->ready = 0;
+  if ((rc = check(m, b)) != 0 || (rc = reserve(m, n)) != 0)
+    return rc;
+  model_sgemm(false, true, n, o, m->inputs, 1, x_f32(m, b), m->inputs,
+              m->w->data, m->inputs, 0, m->r, o);
+  model_bias_act(m->r, m->b->data, n, o, MODEL_NONE);
+  double loss = 0;
+  for (size_t i = 0; i < n * o; i++) {
+    double y = b->y.dtype == LK_F32 ? ((const float *)b->y.data)[i]
+                                    : ((const double *)b->y.data)[i];
+    m->r[i] = (float)(m->r[i] - y);
+    loss += (double)m->r[i] * m->r[i];
+  }
+  out->has_loss = true;
+  out->loss = loss / (double)(n * o);
+  return 0;
+}
+
+static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
+  linear *m = self;
+  int rc = forward(m, b, out);
+  if (rc == 0)
+    m->ready = b->size;
+  return rc;
+}
+
+/* The same forward: what it leaves behind is simply not marked ready. */
+static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out);
+}
+
+static int backward(void *self, const lk_batch *b, double scale) {
+  linear *m = self;
+  size_t n = b->size;
+  if (m->ready == 0 || m->ready != n)
+    return lk_fail(m->host, LK_ESTATE,
+                   "backward without a training step on this batch");
+  const float *x = b->x.dtype == LK_F32 ? b->x.data : m->xf;
+  model_dense_grad(m->r, x, n, m->inputs, m->outputs,
+                   (float)(scale * 2 / (double)(n * m->outputs)), m->w->grad,
+                   m->b->grad);
+  return 0;
+}
+
+static const lk_option options[] = {
+    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", NULL},
+    {"outputs", LK_OPT_INT, "1", "targets per sample", NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_step_ops step_ops = {.training_step = training_step,
+                                     .validation_step = validation_step};
+static const lk_backward_ops backward_ops = {.backward = backward};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "linear",
+    .version = "1.0",
+    .summary = "linear regression, mean squared error",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .step = &step_ops,
+    .backward = &backward_ops,
+};

@@ -1,0 +1,263 @@
+/* mlp: a multilayer perceptron classifier, dense layers with ReLU or tanh
+ * between them and softmax cross-entropy on the last one's logits; metrics
+ * loss and acc. Parameters layer<i>.weight [out, in] and layer<i>.bias [out],
+ * initialised as torch.nn.Linear does (U(-1/sqrt(in), 1/sqrt(in)) for both,
+ * drawn from the run's generator) or read from a raw f32 file laid out as
+ * torch stores them, so that a torch script can write and read it too.
+ *
+ * Speed: the activations of a batch size are allocated once (the buffers
+ * only grow), every product is one sgemm (or sgemv for a batch of one), and
+ * bias and activation are fused into one pass. */
+#include <errno.h>
+
+#include "model_common.h"
+
+typedef struct layer {
+  size_t in, out;
+  lk_tensor *w, *b;
+  float *a; /* [cap, out]: the activation (logits for the last layer) */
+} layer;
+
+typedef struct mlp {
+  lk_host *host;
+  model_act act;
+  size_t n_layers, max_width;
+  layer *layers;
+  float *block; /* holds every layer's a and the two deltas */
+  float *d[2];  /* [cap, max_width]: dL/dz, ping-pong through the layers */
+  size_t cap;   /* batch size the buffers hold */
+  size_t ready; /* batch size of the training step backward may use, or 0 */
+} mlp;
+
+static void destroy(void *self) {
+  mlp *m = self;
+  free(m->block);
+  free(m->layers);
+  free(m);
+}
+
+/* Makes the buffers hold a batch of N; they never shrink. */
+static int reserve(mlp *m, size_t n) {
+  if (n <= m->cap)
+    return 0;
+  size_t per = 2 * m->max_width;
+  for (size_t l = 0; l < m->n_layers; l++)
+    per += (m->layers[l].out + 15) / 16 * 16; /* keep each one aligned */
+  float *block = model_alloc(n * per);
+  if (!block)
+    return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
+  free(m->block);
+  m->block = block;
+  m->cap = n;
+  for (size_t l = 0; l < m->n_layers; l++) {
+    m->layers[l].a = block;
+    block += n * ((m->layers[l].out + 15) / 16 * 16);
+  }
+  m->d[0] = block;
+  m->d[1] = block + n * m->max_width;
+  return 0;
+}
+
+/* Little-endian f32 from bytes, whatever the host's order. */
+static float le_f32(const unsigned char *p) {
+  uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static int load_init(mlp *m, const char *path) {
+  size_t want = 0;
+  for (size_t l = 0; l < m->n_layers; l++)
+    want += (m->layers[l].in + 1) * m->layers[l].out * sizeof(float);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return lk_fail(m->host, LK_EIO, "init \"%s\": cannot open: %s", path,
+                   strerror(errno));
+  unsigned char *buf = malloc(want + 1);
+  size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
+  int err = ferror(f);
+  fclose(f);
+  if (!buf)
+    return lk_fail(m->host, LK_ENOMEM, "out of memory");
+  if (err) {
+    free(buf);
+    return lk_fail(m->host, LK_EIO, "init \"%s\": read error", path);
+  }
+  if (got != want) {
+    free(buf);
+    return lk_fail(m->host, LK_EINVAL,
+                   "init \"%s\": expected %zu bytes (f32 weight then bias of "
+                   "each layer), the file has %s%zu",
+                   path, want, got > want ? "more than " : "",
+                   got > want ? want : got);
+  }
+  const unsigned char *p = buf;
+  for (size_t l = 0; l < m->n_layers; l++) {
+    lk_tensor *t[2] = {m->layers[l].w, m->layers[l].b};
+    for (int k = 0; k < 2; k++)
+      for (size_t i = 0; i < t[k]->numel; i++, p += 4)
+        ((float *)t[k]->data)[i] = le_f32(p);
+  }
+  free(buf);
+  return 0;
+}
+
+/* torch.nn.Linear.reset_parameters: kaiming_uniform_(a = sqrt(5)) is
+ * U(-1/sqrt(in), 1/sqrt(in)), and so is the bias. */
+static void torch_init(mlp *m) {
+  lk_rng *rng = lk_host_rng(m->host);
+  for (size_t l = 0; l < m->n_layers; l++) {
+    double bound = 1 / sqrt((double)m->layers[l].in);
+    lk_tensor *t[2] = {m->layers[l].w, m->layers[l].b};
+    for (int k = 0; k < 2; k++)
+      for (size_t i = 0; i < t[k]->numel; i++)
+        ((float *)t[k]->data)[i] =
+            (float)((2 * lk_rng_uniform(rng) - 1) * bound);
+  }
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  model_blas_threads();
+  size_t n;
+  const double *sizes = lk_opt_doubles(o, "layers", &n);
+  if (n < 2)
+    return lk_fail(host, LK_ECONFIG,
+                   "layers: expected at least two sizes (inputs,...,classes), "
+                   "got %zu",
+                   n);
+  for (size_t i = 0; i < n; i++)
+    if (!(sizes[i] >= 1 && sizes[i] <= 1 << 24) || sizes[i] != floor(sizes[i]))
+      return lk_fail(host, LK_ECONFIG,
+                     "layers: size %zu is %g; expected an integer from 1 to "
+                     "16777216",
+                     i + 1, sizes[i]);
+  if (sizes[n - 1] < 2)
+    return lk_fail(host, LK_ECONFIG,
+                   "layers: the last size is the number of classes, >= 2");
+  mlp *m = calloc(1, sizeof *m);
+  if (!m || !(m->layers = calloc(n - 1, sizeof *m->layers))) {
+    free(m);
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  }
+  m->host = host;
+  m->n_layers = n - 1;
+  m->act =
+      strcmp(lk_opt_string(o, "activation"), "tanh") ? MODEL_RELU : MODEL_TANH;
+  int rc = 0;
+  for (size_t l = 0; l < m->n_layers && rc == 0; l++) {
+    layer *y = &m->layers[l];
+    y->in = (size_t)sizes[l];
+    y->out = (size_t)sizes[l + 1];
+    if (y->out > m->max_width)
+      m->max_width = y->out;
+    char name[48];
+    size_t shape[2] = {y->out, y->in};
+    snprintf(name, sizeof name, "layer%zu.weight", l);
+    rc = lk_host_add_param(host, name, LK_F32, 2, shape, &y->w);
+    snprintf(name, sizeof name, "layer%zu.bias", l);
+    if (rc == 0)
+      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &y->b);
+  }
+  const char *init = lk_opt_string(o, "init");
+  if (rc == 0 && init[0])
+    rc = load_init(m, init);
+  else if (rc == 0)
+    torch_init(m);
+  if (rc != 0) {
+    destroy(m);
+    return rc;
+  }
+  *self = m;
+  return 0;
+}
+
+static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
+  size_t n = b->size, classes = m->layers[m->n_layers - 1].out;
+  int rc;
+  m->ready = 0;
+  if ((rc = model_check_x(m->host, b, m->layers[0].in)) != 0 ||
+      (rc = model_check_labels(m->host, b, classes)) != 0 ||
+      (rc = reserve(m, n)) != 0)
+    return rc;
+  const float *x = b->x.data;
+  for (size_t l = 0; l < m->n_layers; l++) {
+    layer *y = &m->layers[l];
+    model_sgemm(false, true, n, y->out, y->in, 1, x, y->in, y->w->data, y->in,
+                0, y->a, y->out);
+    model_bias_act(y->a, y->b->data, n, y->out,
+                   l + 1 < m->n_layers ? m->act : MODEL_NONE);
+    x = y->a;
+  }
+  size_t correct;
+  double loss =
+      model_xent(x, b->y.data, n, classes, keep ? m->d[0] : NULL, &correct);
+  out->has_loss = true;
+  out->loss = loss / (double)n;
+  lk_result_metric(out, "acc", (double)correct / (double)n);
+  if (keep)
+    m->ready = n;
+  return 0;
+}
+
+static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, true);
+}
+
+static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, false);
+}
+
+/* From dL/dlogits (kept by the training step, per sample) back through the
+ * layers; the input layer's dL/dx is never needed. */
+static int backward(void *self, const lk_batch *b, double scale) {
+  mlp *m = self;
+  size_t n = b->size;
+  if (m->ready == 0 || m->ready != n)
+    return lk_fail(m->host, LK_ESTATE,
+                   "backward without a training step on this batch");
+  float alpha = (float)(scale / (double)n); /* the loss is a mean */
+  float *d = m->d[0], *spare = m->d[1];
+  for (size_t l = m->n_layers; l-- > 0;) {
+    layer *y = &m->layers[l];
+    const float *x = l ? m->layers[l - 1].a : b->x.data;
+    model_dense_grad(d, x, n, y->in, y->out, alpha, y->w->grad, y->b->grad);
+    if (l == 0)
+      break;
+    model_sgemm(false, false, n, y->in, y->out, 1, d, y->out, y->w->data, y->in,
+                0, spare, y->in);
+    model_act_grad(spare, x, n * y->in, m->act);
+    float *t = d;
+    d = spare;
+    spare = t;
+  }
+  return 0;
+}
+
+static const lk_option options[] = {
+    {"layers", LK_OPT_DOUBLES, "784,256,128,10",
+     "sizes: inputs, hidden layers..., classes", NULL},
+    {"activation", LK_OPT_ENUM, "relu", "between the layers", "relu|tanh"},
+    {"init", LK_OPT_STRING, "",
+     "raw little-endian f32 file of every layer's weight [out, in] then bias "
+     "[out] (torch's nn.Linear layout); empty: torch's init from the seed",
+     NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_step_ops step_ops = {.training_step = training_step,
+                                     .validation_step = validation_step};
+static const lk_backward_ops backward_ops = {.backward = backward};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "mlp",
+    .version = "1.0",
+    .summary = "multilayer perceptron classifier, softmax cross-entropy",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .step = &step_ops,
+    .backward = &backward_ops,
+};

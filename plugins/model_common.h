@@ -1,0 +1,289 @@
+/* Shared by the model plugins (linear, softmax, mlp): the matrix product,
+ * fused bias and activation, softmax cross-entropy, and the checks of a
+ * batch against a model's sizes. Everything is static inline so that each
+ * plugin stays one self-contained .so with one exported symbol.
+ *
+ * All matrices are f32 and row-major. With LK_HAVE_BLAS (configure's
+ * --with-blas) products go to OpenBLAS; otherwise to a cache-blocked C loop
+ * that is always compiled, so that a test can hold the two against each
+ * other in one binary. */
+#ifndef LK_MODEL_COMMON_H
+#define LK_MODEL_COMMON_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <loopkit/loopkit.h>
+
+#ifdef LK_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+/* ---- matrix product --------------------------------------------------- */
+
+/* Tile of op(B) packed contiguously, so that the inner loop of every
+ * transpose case runs over consecutive floats; sized to stay in L1/L2. */
+#define MODEL_KB 64
+#define MODEL_NB 128
+
+/* C = alpha * op(A) op(B) + beta * C with op(A) [M, K], op(B) [K, N], in
+ * portable C. */
+static inline void model_sgemm_portable(bool ta, bool tb, size_t m, size_t n,
+                                        size_t k, float alpha, const float *a,
+                                        size_t lda, const float *b, size_t ldb,
+                                        float beta, float *c, size_t ldc) {
+  for (size_t i = 0; i < m; i++) {
+    float *ci = c + i * ldc;
+    if (beta == 0) /* BLAS convention: C is not read, NaN included */
+      memset(ci, 0, n * sizeof *ci);
+    else if (beta != 1)
+      for (size_t j = 0; j < n; j++)
+        ci[j] *= beta;
+  }
+  if (alpha == 0 || k == 0)
+    return;
+  if (!ta && tb && m <= 4) {
+    /* Few rows against B stored [N, K] (a batch of one through a layer):
+     * dot products read B once, where packing would copy it for nothing.
+     * Four partial sums hide the latency of the additions. */
+    for (size_t i = 0; i < m; i++) {
+      const float *ai = a + i * lda;
+      for (size_t j = 0; j < n; j++) {
+        const float *bj = b + j * ldb;
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        size_t p = 0;
+        for (; p + 4 <= k; p += 4) {
+          s0 += ai[p] * bj[p];
+          s1 += ai[p + 1] * bj[p + 1];
+          s2 += ai[p + 2] * bj[p + 2];
+          s3 += ai[p + 3] * bj[p + 3];
+        }
+        for (; p < k; p++)
+          s0 += ai[p] * bj[p];
+        c[i * ldc + j] += alpha * ((s0 + s1) + (s2 + s3));
+      }
+    }
+    return;
+  }
+  float tile[MODEL_KB * MODEL_NB];
+  for (size_t p0 = 0; p0 < k; p0 += MODEL_KB) {
+    size_t kb = k - p0 < MODEL_KB ? k - p0 : MODEL_KB;
+    for (size_t j0 = 0; j0 < n; j0 += MODEL_NB) {
+      size_t nb = n - j0 < MODEL_NB ? n - j0 : MODEL_NB;
+      for (size_t p = 0; p < kb; p++)
+        for (size_t j = 0; j < nb; j++)
+          tile[p * nb + j] =
+              tb ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];
+      for (size_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc + j0;
+        for (size_t p = 0; p < kb; p++) {
+          float s = alpha * (ta ? a[(p0 + p) * lda + i] : a[i * lda + p0 + p]);
+          if (s == 0) /* ReLU activations and their deltas are sparse */
+            continue;
+          const float *t = tile + p * nb;
+          for (size_t j = 0; j < nb; j++)
+            ci[j] += s * t[j];
+        }
+      }
+    }
+  }
+}
+
+/* The product every model uses. BLAS's level-2 routines take the shapes a
+ * batch of one gives (a row times a matrix, an outer product): cheaper to
+ * call than sgemm's general path. */
+static inline void model_sgemm(bool ta, bool tb, size_t m, size_t n, size_t k,
+                               float alpha, const float *a, size_t lda,
+                               const float *b, size_t ldb, float beta, float *c,
+                               size_t ldc) {
+#ifdef LK_HAVE_BLAS
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0 || alpha == 0) {
+    model_sgemm_portable(ta, tb, m, n, 0, 0, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (beta == 0) /* some OpenBLAS versions scale C by 0: NaN would stay */
+    for (size_t i = 0; i < m; i++)
+      memset(c + i * ldc, 0, n * sizeof *c);
+  int ia = (int)(ta ? lda : 1); /* stride of the row op(A)[0, :] */
+  if (m == 1)
+    cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans,
+                (int)(tb ? n : k), (int)(tb ? k : n), alpha, b, (int)ldb, a, ia,
+                beta, c, 1);
+  else if (n == 1)
+    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                (int)(ta ? k : m), (int)(ta ? m : k), alpha, a, (int)lda, b,
+                (int)(tb ? 1 : ldb), beta, c, (int)ldc);
+  else if (k == 1 && beta == 1)
+    cblas_sger(CblasRowMajor, (int)m, (int)n, alpha, a, (int)(ta ? 1 : lda), b,
+               (int)(tb ? ldb : 1), c, (int)ldc);
+  else
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha,
+                a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+#else
+  model_sgemm_portable(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+/* OpenBLAS's threads cost more than they give on these models' products:
+ * on two shared cores an MLP 784-256-128-10 step ran up to 2.3x faster
+ * single-threaded at batch 1, 2x at 32 and 1.1x at 256 (idle workers spin
+ * with sched_yield against the loop's own thread between calls), and was
+ * never slower when the machine was quiet.
+ * So a model runs OpenBLAS on one thread unless the user asked for a
+ * number with OPENBLAS_NUM_THREADS (or OMP_NUM_THREADS). Process-wide, but
+ * the model plugins are OpenBLAS's only users in a loopkit process. */
+static inline void model_blas_threads(void) {
+#ifdef LK_HAVE_BLAS
+  if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+    openblas_set_num_threads(1);
+#endif
+}
+
+/* ---- layers ----------------------------------------------------------- */
+
+typedef enum model_act { MODEL_NONE = 0, MODEL_RELU, MODEL_TANH } model_act;
+
+/* Z [n, m] += bias per row, then the activation, in one pass. */
+static inline void model_bias_act(float *z, const float *bias, size_t n,
+                                  size_t m, model_act act) {
+  for (size_t i = 0; i < n; i++) {
+    float *zi = z + i * m;
+    switch (act) {
+    case MODEL_RELU:
+      for (size_t j = 0; j < m; j++) {
+        float v = zi[j] + bias[j];
+        zi[j] = v > 0 ? v : 0;
+      }
+      break;
+    case MODEL_TANH:
+      for (size_t j = 0; j < m; j++)
+        zi[j] = tanhf(zi[j] + bias[j]);
+      break;
+    default:
+      for (size_t j = 0; j < m; j++)
+        zi[j] += bias[j];
+    }
+  }
+}
+
+/* D [n, m] *= the activation's derivative, written through its output A. */
+static inline void model_act_grad(float *d, const float *a, size_t count,
+                                  model_act act) {
+  if (act == MODEL_RELU)
+    for (size_t i = 0; i < count; i++)
+      d[i] = a[i] > 0 ? d[i] : 0;
+  else if (act == MODEL_TANH)
+    for (size_t i = 0; i < count; i++)
+      d[i] *= 1 - a[i] * a[i];
+}
+
+/* The gradients of a dense layer z = x W^T + b from D = dL/dz [n, out]:
+ * dW [out, in] += alpha * D^T X, db += alpha * column sums of D. */
+static inline void model_dense_grad(const float *d, const float *x, size_t n,
+                                    size_t in, size_t out, float alpha,
+                                    float *dw, float *db) {
+  model_sgemm(true, false, out, in, n, alpha, d, out, x, in, 1, dw, in);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < out; j++)
+      db[j] += alpha * d[i * out + j];
+}
+
+/* ---- losses and metrics ----------------------------------------------- */
+
+/* Softmax cross-entropy of logits Z [n, c] against labels Y (in range):
+ * returns the summed loss, logsumexp(z) - z[y] per row computed from the
+ * row's maximum, and counts the rows whose argmax (first on ties) is the
+ * label. With D, writes dL/dz of the summed loss, softmax(z) - onehot(y). */
+static inline double model_xent(const float *z, const int32_t *y, size_t n,
+                                size_t c, float *d, size_t *correct) {
+  double loss = 0;
+  size_t hits = 0;
+  for (size_t i = 0; i < n; i++) {
+    const float *zi = z + i * c;
+    size_t arg = 0;
+    for (size_t j = 1; j < c; j++)
+      if (zi[j] > zi[arg])
+        arg = j;
+    float mx = zi[arg];
+    double sum = 0;
+    for (size_t j = 0; j < c; j++)
+      sum += exp((double)zi[j] - mx);
+    loss += (double)mx + log(sum) - zi[y[i]];
+    hits += arg == (size_t)y[i];
+    if (d) {
+      float *di = d + i * c;
+      float inv = (float)(1 / sum);
+      for (size_t j = 0; j < c; j++)
+        di[j] = expf(zi[j] - mx) * inv;
+      di[y[i]] -= 1;
+    }
+  }
+  *correct = hits;
+  return loss;
+}
+
+/* ---- batch checks ----------------------------------------------------- */
+
+/* "f32 [32, 784]" */
+static inline const char *model_shape(const lk_tensor *t, char *buf,
+                                      size_t len) {
+  const char *dt = lk_dtype_name(t->dtype);
+  int used = snprintf(buf, len, "%s [", dt ? dt : "?");
+  for (size_t i = 0;
+       i < t->ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
+    used += snprintf(buf + used, len - (size_t)used, "%s%zu", i ? ", " : "",
+                     t->shape[i]);
+  if (used > 0 && (size_t)used < len)
+    snprintf(buf + used, len - (size_t)used, "]");
+  return buf;
+}
+
+/* x must be f32 [B, inputs] with B = the batch's size >= 1. */
+static inline int model_check_x(lk_host *host, const lk_batch *b,
+                                size_t inputs) {
+  const lk_tensor *x = &b->x;
+  if (b->size >= 1 && x->data && x->dtype == LK_F32 && x->ndim == 2 &&
+      x->shape[0] == b->size && x->shape[1] == inputs)
+    return 0;
+  char got[96];
+  if (b->size == 0 || !x->data)
+    return lk_fail(host, LK_EINVAL,
+                   "needs batches: x f32 [B, %zu] (is [plugins] data set?)",
+                   inputs);
+  return lk_fail(host, LK_EINVAL, "x: expected f32 [%zu, %zu], got %s", b->size,
+                 inputs, model_shape(x, got, sizeof got));
+}
+
+/* y must be i32 [B] with every label in [0, classes). */
+static inline int model_check_labels(lk_host *host, const lk_batch *b,
+                                     size_t classes) {
+  const lk_tensor *y = &b->y;
+  char got[96];
+  if (!y->data || y->dtype != LK_I32 || y->ndim != 1 || y->shape[0] != b->size)
+    return lk_fail(host, LK_EINVAL,
+                   "y: expected i32 [%zu] class labels, got %s", b->size,
+                   model_shape(y, got, sizeof got));
+  const int32_t *v = y->data;
+  for (size_t i = 0; i < b->size; i++)
+    if (v[i] < 0 || (size_t)v[i] >= classes)
+      return lk_fail(host, LK_EINVAL,
+                     "label %d of sample %zu is out of range: the model has "
+                     "%zu classes (0 to %zu)",
+                     (int)v[i], i, classes, classes - 1);
+  return 0;
+}
+
+/* A 64-byte aligned block of N floats (NULL if out of memory). */
+static inline float *model_alloc(size_t n) {
+  size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+  return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+#endif
