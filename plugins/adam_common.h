@@ -23,6 +23,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "fma_clones.h"
+
 typedef struct adam {
   lk_host *host;
   lk_tensor *lr;   /* [1] f64, host state: a scheduler changes it */
@@ -176,7 +178,7 @@ static inline float adam_maxf(float a, float b) {
   return isnan(a) || a > b ? a : b;
 }
 
-static inline void adam_update_f64(const adam *s, const adam_scalars *c,
+FMA_CLONES static void adam_update_f64(const adam *s, const adam_scalars *c,
                                    double *p, const double *grad, double *m,
                                    double *v, double *vmax, size_t numel) {
   double b1 = s->beta1, b2 = s->beta2, k1 = 1 - s->beta1, k2 = 1 - s->beta2;
@@ -198,7 +200,7 @@ static inline void adam_update_f64(const adam *s, const adam_scalars *c,
   }
 }
 
-static inline void adam_update_f32(const adam *s, const adam_scalars *c,
+FMA_CLONES static void adam_update_f32(const adam *s, const adam_scalars *c,
                                    float *p, const float *grad, float *m,
                                    float *v, float *vmax, size_t numel) {
   float b1 = (float)s->beta1, b2 = (float)s->beta2;

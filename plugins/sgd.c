@@ -13,6 +13,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "fma_clones.h"
+
 typedef struct sgd {
   lk_host *host;
   lk_tensor *lr; /* [1], host state: a scheduler changes it */
@@ -134,7 +136,7 @@ static void set_lr(void *self, double lr) {
 }
 
 /* One parameter, in double. first: the buffer is empty and takes d_p. */
-static void update_f64(const sgd *s, double *p, const double *g, double *buf,
+FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g, double *buf,
                        size_t numel, bool first) {
   double lr = get_lr((void *)s);
   double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
@@ -151,7 +153,7 @@ static void update_f64(const sgd *s, double *p, const double *g, double *buf,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-static void update_f32(const sgd *s, float *p, const float *g, float *buf,
+FMA_CLONES static void update_f32(const sgd *s, float *p, const float *g, float *buf,
                        size_t numel, bool first) {
   double lr = get_lr((void *)s);
   float wd = (float)s->weight_decay, m = (float)s->momentum;
