@@ -566,13 +566,20 @@ int lk__ckpt_read(const char *path, lk__ckpt **out) {
     return lk__err(rc, "%s: no such checkpoint", path);
   if (rc != 0)
     return rc;
-  unsigned char *buf = (unsigned char *)text;
+  rc = lk__ckpt_parse(path, (const unsigned char *)text, len, out);
+  free(text);
+  return rc;
+}
+
+int lk__ckpt_parse(const char *name, const unsigned char *buf, size_t len,
+                   lk__ckpt **out) {
+  if (!name || (!buf && len) || !out)
+    return lk__err(LK_EINVAL, "lk__ckpt_parse: NULL name, buffer or out");
+  *out = NULL;
   lk__ckpt *ck = calloc(1, sizeof *ck);
   if (!ck)
-    rc = lk__err(LK_ENOMEM, "out of memory");
-  else
-    rc = parse(path, buf, len, ck);
-  free(buf);
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = parse(name, buf, len, ck);
   if (rc != 0) {
     lk__ckpt_free(ck);
     return rc;

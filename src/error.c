@@ -21,6 +21,7 @@ const char *lk_strerror(int code) {
   case LK_ESTATE: return "call out of order";
   case LK_EFORMAT: return "malformed file";
   case LK_EKIND: return "plugin lacks a kind";
+  case LK_EINTERRUPTED: return "interrupted";
   default: return "unknown error";
   }
 }

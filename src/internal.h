@@ -65,6 +65,9 @@ int lk__ckpt_write(const char *path, const lk__progress *progress,
                    lk_tensor *const *states, size_t n_states);
 /* Reads PATH whole; LK_EFORMAT for truncated, corrupt or foreign files. */
 int lk__ckpt_read(const char *path, lk__ckpt **out);
+/* The same from LEN bytes in memory; NAME stands for the path in messages. */
+int lk__ckpt_parse(const char *name, const unsigned char *buf, size_t len,
+                   lk__ckpt **out);
 void lk__ckpt_free(lk__ckpt *ck);
 
 #endif

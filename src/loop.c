@@ -1,10 +1,13 @@
 /* The training loop: epochs, batches, accumulation windows, the optimizer
  * step with its closure, validation, test, metrics and checkpoints. */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "run_private.h"
 
@@ -79,18 +82,104 @@ int lk__clip_gradients(lk_run *run, double value, int algorithm) {
 /* ---- checkpoints ----------------------------------------------------------
  */
 
-int lk__save_checkpoint(lk_run *run) {
-  char *path = lk__asprintf("%s/checkpoints/last.ckpt", run->dir);
-  if (!path)
-    return lk__err(LK_ENOMEM, "out of memory");
-  prof_start(run, run->act_checkpoint);
-  int rc = lk__ckpt_write(path, &run->progress, &run->rng, run->params,
-                          run->n_params, run->states, run->n_states);
-  prof_stop(run, run->act_checkpoint);
-  if (rc != 0)
-    rc = lk__err_prefix(rc, "checkpoint %s not written", path);
-  free(path);
+static int step_number(const char *name, unsigned long long *n) {
+  char tail;
+  return sscanf(name, "step-%llu.ckp%c", n, &tail) == 2 && tail == 't' &&
+         strlen(name) > 10 && strcmp(name + strlen(name) - 5, ".ckpt") == 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  unsigned long long x = *(const unsigned long long *)a,
+                     y = *(const unsigned long long *)b;
+  return (x > y) - (x < y);
+}
+
+/* Keeps the newest keep_last step-N.ckpt files of DIR. */
+static int prune(lk_run *run, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return lk__err(LK_EIO, "cannot list %s: %s", dir, strerror(errno));
+  unsigned long long *steps = NULL, n;
+  size_t count = 0, cap = 0;
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)))
+    if (step_number(e->d_name, &n)) {
+      if (count == cap) {
+        size_t nc = cap ? 2 * cap : 16;
+        unsigned long long *g = realloc(steps, nc * sizeof *g);
+        if (!g) {
+          rc = lk__err(LK_ENOMEM, "out of memory");
+          break;
+        }
+        steps = g;
+        cap = nc;
+      }
+      steps[count++] = n;
+    }
+  closedir(d);
+  if (count)
+    qsort(steps, count, sizeof *steps, cmp_u64);
+  for (size_t i = 0; rc == 0 && i + (size_t)run->loop.keep_last < count; i++) {
+    char *path = lk__asprintf("%s/step-%llu.ckpt", dir, steps[i]);
+    if (!path || (unlink(path) != 0 && errno != ENOENT))
+      rc = lk__err(LK_EIO, "cannot remove old checkpoint %s", path ? path : "");
+    free(path);
+  }
+  free(steps);
   return rc;
+}
+
+/* last.ckpt, and with keep_last > 0 step-N.ckpt as well: the step file is
+ * written atomically, then hard-linked into place as last.ckpt with a
+ * rename, so both are always whole and cost one write. */
+static int save(lk_run *run) {
+  lk_tensor *const *states = run->states;
+  *(double *)run->rows_state->data =
+      run->metrics ? (double)lk__metrics_rows(run->metrics) : 0;
+  if (run->loop.keep_last == 0)
+    return lk__ckpt_write(run->last_ckpt, &run->progress, &run->rng,
+                          run->params, run->n_params, states, run->n_states);
+  char *dir = lk__asprintf("%s/checkpoints", run->dir);
+  char *step = dir ? lk__asprintf("%s/step-%llu.ckpt", dir,
+                                  (unsigned long long)run->progress.global_step)
+                   : NULL;
+  char *link_tmp = dir ? lk__asprintf("%s/last.ckpt.link", dir) : NULL;
+  int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = lk__ckpt_write(step, &run->progress, &run->rng, run->params,
+                        run->n_params, states, run->n_states);
+  if (rc == 0) {
+    unlink(link_tmp);
+    if (link(step, link_tmp) != 0 || rename(link_tmp, run->last_ckpt) != 0)
+      rc = lk__err(LK_EIO, "cannot make %s the last checkpoint: %s", step,
+                   strerror(errno));
+  }
+  if (rc == 0)
+    rc = prune(run, dir);
+  free(dir);
+  free(step);
+  free(link_tmp);
+  return rc;
+}
+
+int lk__save_checkpoint(lk_run *run) {
+  prof_start(run, run->act_checkpoint);
+  int rc = save(run);
+  prof_stop(run, run->act_checkpoint);
+  return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
+}
+
+/* After a step: a signal asked the run to stop. */
+static int interrupted(lk_run *run) {
+  if (!run->interrupted)
+    return 0;
+  int rc = lk__save_checkpoint(run);
+  if (rc != 0)
+    return rc;
+  return lk__err(LK_EINTERRUPTED,
+                 "interrupted after step %llu; checkpoint %s written",
+                 (unsigned long long)run->progress.global_step, run->last_ckpt);
 }
 
 /* ---- hooks with arguments ------------------------------------------------ */
@@ -357,6 +446,9 @@ static int train_without_data(lk_run *run) {
         run->progress.global_step % every == 0)
       lk__log(run, LK_LOG_INFO, "step %llu: loss %.9g",
               (unsigned long long)run->progress.global_step, run->last_loss);
+    /* Between windows only: the accumulated gradients are not saved. */
+    if (run->progress.accum == 0 && (rc = interrupted(run)) != 0)
+      return rc;
   }
   return 0;
 }
@@ -397,6 +489,10 @@ static int train_epoch(lk_run *run) {
     }
     if (steps_done(run) || run->stop_requested)
       break;
+    if (rc == 0 && p->accum == 0 && run->interrupted && b + 1 < nb) {
+      prof_stop(run, run->act_epoch);
+      return interrupted(run);
+    }
   }
   prof_stop(run, run->act_epoch);
   if (rc != 0)
@@ -446,8 +542,11 @@ int lk__loop_run(lk_run *run) {
     rc = train_without_data(run);
   while (rc == 0 && run->data &&
          run->progress.epoch < (uint64_t)run->loop.max_epochs &&
-         !steps_done(run) && !run->stop_requested)
+         !steps_done(run) && !run->stop_requested) {
     rc = train_epoch(run);
+    if (rc == 0)
+      rc = interrupted(run);
+  }
   if (rc == 0)
     rc = lk__hook(run, offsetof(lk_callback_ops, on_train_end), "on_train_end");
   if (rc == 0) {
@@ -478,7 +577,9 @@ int lk_run_train(lk_run *run) {
   char *path = lk__asprintf("%s/metrics.csv", run->dir);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
-  int rc = run->metrics ? 0 : lk__metrics_open(path, &run->metrics);
+  int64_t keep =
+      run->resumed ? (int64_t) * (double *)run->rows_state->data : -1;
+  int rc = run->metrics ? 0 : lk__metrics_open(path, keep, &run->metrics);
   free(path);
   return rc == 0 ? lk__loop_run(run) : rc;
 }

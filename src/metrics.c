@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "metrics.h"
 
@@ -13,6 +14,7 @@ struct lk__metrics {
   FILE *f;
   size_t n_cols; /* after step, epoch, loss */
   char *cols[MAX_COLUMNS];
+  uint64_t rows; /* data rows in the file */
   double row[MAX_COLUMNS];
   bool set[MAX_COLUMNS];
 };
@@ -41,7 +43,62 @@ static int read_header(lk__metrics *m, FILE *f) {
   return 1;
 }
 
-int lk__metrics_open(const char *path, lk__metrics **out) {
+/* Rewrites the file with the current header: rows are padded with empty
+ * cells from column PAD_FROM to the current width, and only the first KEEP
+ * rows are kept (all when KEEP < 0). The file is replaced by a rename, so a
+ * crash leaves the old one or the new one. */
+static int rewrite(lk__metrics *m, size_t pad_from, int64_t keep) {
+  if (m->f)
+    fclose(m->f);
+  m->f = NULL;
+  char *tmp = lk__asprintf("%s.tmp", m->path);
+  FILE *in = fopen(m->path, "r");
+  FILE *out = tmp ? fopen(tmp, "w") : NULL;
+  int rc = in && out ? write_header(m, out) : LK_EIO;
+  char line[65536];
+  uint64_t rows = 0;
+  if (rc == 0 && fgets(line, sizeof line, in)) { /* skip the old header */
+    while ((keep < 0 || rows < (uint64_t)keep) &&
+           fgets(line, sizeof line, in)) {
+      line[strcspn(line, "\r\n")] = '\0';
+      fputs(line, out);
+      for (size_t i = pad_from; i < m->n_cols; i++)
+        fputc(',', out);
+      fputc('\n', out);
+      rows++;
+    }
+  }
+  if (in)
+    fclose(in);
+  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0))
+    rc = LK_EIO;
+  if (out && fclose(out) != 0)
+    rc = LK_EIO;
+  if (rc == 0 && rename(tmp, m->path) != 0)
+    rc = LK_EIO;
+  if (rc != 0 && tmp)
+    remove(tmp);
+  free(tmp);
+  if (rc != 0)
+    return lk__err(LK_EIO, "cannot rewrite %s", m->path);
+  m->rows = rows;
+  if (!(m->f = fopen(m->path, "a")))
+    return lk__err(LK_EIO, "cannot open %s: %s", m->path, strerror(errno));
+  return 0;
+}
+
+/* Lines from F's position (after the header) to its end. */
+static uint64_t count_rows(FILE *f) {
+  uint64_t lines = 0;
+  int c, last = '\n';
+  while ((c = getc(f)) != EOF) {
+    lines += c == '\n';
+    last = c;
+  }
+  return lines + (last != '\n'); /* an unterminated last line counts */
+}
+
+int lk__metrics_open(const char *path, int64_t keep, lk__metrics **out) {
   lk__metrics *m = calloc(1, sizeof *m);
   if (!m || !(m->path = lk__strdup(path))) {
     free(m);
@@ -53,9 +110,13 @@ int lk__metrics_open(const char *path, lk__metrics **out) {
   if (old) {
     rc = read_header(m, old);
     have_header = rc == 1;
+    if (have_header)
+      m->rows = count_rows(old);
     fclose(old);
   }
-  if (rc >= 0 && !(m->f = fopen(path, "a")))
+  if (rc >= 0 && have_header && keep >= 0 && m->rows != (uint64_t)keep)
+    rc = rewrite(m, m->n_cols, keep); /* a resumed run drops what it redoes */
+  if (rc >= 0 && !m->f && !(m->f = fopen(path, "a")))
     rc = lk__err(LK_EIO, "cannot open %s: %s", path, strerror(errno));
   if (rc >= 0 && !have_header && write_header(m, m->f) != 0)
     rc = lk__err(LK_EIO, "cannot write %s", path);
@@ -68,39 +129,8 @@ int lk__metrics_open(const char *path, lk__metrics **out) {
   return 0;
 }
 
-/* Rewrites the file with the current header; old rows are padded with
- * empty cells up to the new width. */
-static int widen(lk__metrics *m, size_t old_cols) {
-  fclose(m->f);
-  m->f = NULL;
-  char *tmp = lk__asprintf("%s.tmp", m->path);
-  FILE *in = fopen(m->path, "r");
-  FILE *out = tmp ? fopen(tmp, "w") : NULL;
-  int rc = in && out ? write_header(m, out) : LK_EIO;
-  char line[65536];
-  if (rc == 0 && fgets(line, sizeof line, in)) { /* skip the old header */
-    while (fgets(line, sizeof line, in)) {
-      line[strcspn(line, "\r\n")] = '\0';
-      fputs(line, out);
-      for (size_t i = old_cols; i < m->n_cols; i++)
-        fputc(',', out);
-      fputc('\n', out);
-    }
-  }
-  if (in)
-    fclose(in);
-  if (out && fclose(out) != 0)
-    rc = LK_EIO;
-  if (rc == 0 && rename(tmp, m->path) != 0)
-    rc = LK_EIO;
-  if (rc != 0 && tmp)
-    remove(tmp);
-  free(tmp);
-  if (rc != 0)
-    return lk__err(LK_EIO, "cannot rewrite %s with new columns", m->path);
-  if (!(m->f = fopen(m->path, "a")))
-    return lk__err(LK_EIO, "cannot open %s: %s", m->path, strerror(errno));
-  return 0;
+uint64_t lk__metrics_rows(const lk__metrics *m) {
+  return m->rows;
 }
 
 static long column(lk__metrics *m, const char *name) {
@@ -127,7 +157,7 @@ int lk__metrics_row(lk__metrics *m, uint64_t step, uint64_t epoch,
     m->set[c] = true;
   }
   if (m->n_cols != old_cols) {
-    int rc = widen(m, old_cols);
+    int rc = rewrite(m, old_cols, -1);
     if (rc != 0)
       return rc;
   }
@@ -141,6 +171,7 @@ int lk__metrics_row(lk__metrics *m, uint64_t step, uint64_t epoch,
       fprintf(m->f, "%.17g", m->row[i]);
   }
   fputc('\n', m->f);
+  m->rows++;
   /* Flushed each row: a killed run keeps every row it logged. */
   if (fflush(m->f) != 0 || ferror(m->f))
     return lk__err(LK_EIO, "cannot write %s: %s", m->path, strerror(errno));

@@ -8,8 +8,13 @@
 typedef struct lk__metrics lk__metrics;
 
 /* Opens PATH for appending; an existing file's header gives the columns
- * (a resumed run continues it). */
-int lk__metrics_open(const char *path, lk__metrics **out);
+ * (a resumed run continues it). KEEP >= 0 keeps only the first KEEP rows:
+ * those a resumed run's checkpoint had seen (a killed run may have logged
+ * more, which the resumed run logs again). */
+int lk__metrics_open(const char *path, int64_t keep, lk__metrics **out);
+
+/* Data rows in the file so far. */
+uint64_t lk__metrics_rows(const lk__metrics *m);
 
 /* Appends a row. LOSS may be NULL (an empty cell). A metric never seen
  * before adds a column: the file is rewritten with the wider header and

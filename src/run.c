@@ -1,6 +1,7 @@
 /* Setting a run up: the [loop] and [plugins] sections, loading and creating
  * the plugins, composing the closures, the run directory. Everything that
  * can be wrong with a config is found here, before anything is trained. */
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -35,6 +36,7 @@ static const loop_key loop_keys[] = {
     {"seed", K_INT, "0", 0, NULL},
     {"val_every_n_epochs", K_INT, "1", 1, NULL},
     {"checkpoint_every_n_steps", K_INT, "0", 0, NULL},
+    {"keep_last", K_INT, "0", 0, NULL},
 };
 #define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0])
 
@@ -98,7 +100,7 @@ static int parse_loop(lk_run *run, const lk_config *cfg) {
                      "max_steps, accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm, terminate_on_nan, "
                      "manual_optimization, seed, val_every_n_epochs, "
-                     "checkpoint_every_n_steps",
+                     "checkpoint_every_n_steps, keep_last",
                      e->where, e->key);
   }
   lk__loop_config *l = &run->loop;
@@ -120,6 +122,7 @@ static int parse_loop(lk_run *run, const lk_config *cfg) {
   l->seed = (uint64_t)iv[7];
   l->val_every = iv[8];
   l->ckpt_every = iv[9];
+  l->keep_last = iv[10];
   if (l->manual && l->accumulate != 1)
     return lk__err(LK_ECONFIG,
                    "%s: accumulate_grad_batches = %lld with "
@@ -459,6 +462,22 @@ static int new_run_dir(lk_run *run, const char *config_path) {
   return rc;
 }
 
+/* A run killed while it saved leaves a temporary file behind: the rename
+ * never happened, so the checkpoint it was replacing is still whole. */
+static void remove_leftovers(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strstr(e->d_name, ".tmp-") || !strcmp(e->d_name, "last.ckpt.link")) {
+      char *path = lk__asprintf("%s/%s", dir, e->d_name);
+      if (path)
+        unlink(path);
+      free(path);
+    }
+  if (d)
+    closedir(d);
+}
+
 static int make_run_dir(lk_run *run, const char *config_path) {
   int rc;
   if (run->opts.out_dir) {
@@ -486,6 +505,8 @@ static int make_run_dir(lk_run *run, const char *config_path) {
     return rc;
   char *ck = lk__asprintf("%s/checkpoints", run->dir);
   rc = ck ? mkdir_p(ck) : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0 && run->opts.resume)
+    remove_leftovers(ck);
   free(ck);
   return rc;
 }
@@ -815,6 +836,11 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = create_instances(run);
     run->src_cfg = NULL;
   }
+  /* The host's own state: how far metrics.csv had got at a checkpoint. */
+  size_t one = 1;
+  if (rc == 0)
+    rc = lk__add_tensor(run, NULL, "metrics_rows", LK_F64, 1, &one, false,
+                        &run->rows_state);
   run->setup_done = true;
   /* After creation: a wrapping optimizer may have added a plugin (and so a
    * section) of its own. */
@@ -835,10 +861,14 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = build_closures(run);
   if (rc == 0 && run->opts.resume)
     rc = resume(run, run->opts.resume);
+  run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir)
     rc = make_run_dir(run, lk_config_path(cfg));
   if (rc == 0 && !run->opts.no_run_dir)
     rc = write_config(run);
+  if (rc == 0 && run->dir &&
+      !(run->last_ckpt = lk__asprintf("%s/checkpoints/last.ckpt", run->dir)))
+    rc = lk__err(LK_ENOMEM, "out of memory");
   if (rc != 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", lk_last_error());
@@ -922,5 +952,14 @@ void lk_run_free(lk_run *run) {
   lk__free_tensors(run);
   lk_config_free(run->cfg);
   free(run->dir);
+  free(run->last_ckpt);
   free(run);
+}
+
+void lk_run_interrupt(lk_run *run) {
+  run->interrupted = 1;
+}
+
+const char *lk_run_checkpoint(const lk_run *run) {
+  return run->last_ckpt;
 }

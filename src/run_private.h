@@ -3,6 +3,8 @@
 #ifndef LK_RUN_PRIVATE_H
 #define LK_RUN_PRIVATE_H
 
+#include <signal.h>
+
 #include "internal.h"
 #include "metrics.h"
 #include "options.h"
@@ -50,6 +52,7 @@ typedef struct lk__loop_config {
   uint64_t seed;
   int64_t val_every;
   int64_t ckpt_every;
+  int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
 } lk__loop_config;
 
 #define LK__MAX_CALLBACKS 16
@@ -91,6 +94,10 @@ struct lk_run {
 
   lk__progress progress;
   bool stop_requested;
+  volatile sig_atomic_t interrupted;
+  lk_tensor *rows_state; /* metrics.csv rows a checkpoint has seen */
+  bool resumed;
+  char *last_ckpt;
   bool in_training_step; /* manual-optimization calls are valid */
   int hook_rc;           /* a failure after the closure (hooks, clipping) */
   char hook_msg[1024];

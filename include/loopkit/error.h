@@ -14,18 +14,19 @@ extern "C" {
 
 enum lk_error_code {
   LK_OK = 0,
-  LK_EINVAL = -1,     /* bad argument or value */
-  LK_ENOMEM = -2,     /* out of memory */
-  LK_EIO = -3,        /* file system error */
-  LK_ENOTFOUND = -4,  /* plugin or file not found */
-  LK_ELOAD = -5,      /* dlopen or descriptor failure */
-  LK_EABI = -6,       /* plugin built for another ABI */
-  LK_ECONFIG = -7,    /* bad config file or option */
-  LK_EPLUGIN = -8,    /* a plugin reported a failure */
-  LK_ENONFINITE = -9, /* non-finite loss or parameter */
-  LK_ESTATE = -10,    /* call out of order (consume twice, ...) */
-  LK_EFORMAT = -11,   /* malformed or foreign checkpoint */
-  LK_EKIND = -12      /* plugin lacks the kind a role needs */
+  LK_EINVAL = -1,       /* bad argument or value */
+  LK_ENOMEM = -2,       /* out of memory */
+  LK_EIO = -3,          /* file system error */
+  LK_ENOTFOUND = -4,    /* plugin or file not found */
+  LK_ELOAD = -5,        /* dlopen or descriptor failure */
+  LK_EABI = -6,         /* plugin built for another ABI */
+  LK_ECONFIG = -7,      /* bad config file or option */
+  LK_EPLUGIN = -8,      /* a plugin reported a failure */
+  LK_ENONFINITE = -9,   /* non-finite loss or parameter */
+  LK_ESTATE = -10,      /* call out of order (consume twice, ...) */
+  LK_EFORMAT = -11,     /* malformed or foreign checkpoint */
+  LK_EKIND = -12,       /* plugin lacks the kind a role needs */
+  LK_EINTERRUPTED = -13 /* stopped by lk_run_interrupt (a signal) */
 };
 
 /* A short fixed description of CODE. */

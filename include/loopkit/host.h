@@ -90,8 +90,7 @@ LK_API void lk_optimizer_set_lr(lk_optimizer *opt, double lr);
 /* Evaluates the run's step plugin on BATCH, with no backward: LOSS gets
  * the loss (NaN if it gave none). For backwards that differentiate the
  * model from the outside (numeric). */
-LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch,
-                            double *loss);
+LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss);
 
 /* Asks the loop to stop after the current batch (early stopping). */
 LK_API void lk_host_request_stop(lk_host *host);

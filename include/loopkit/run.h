@@ -59,8 +59,18 @@ typedef struct lk_run lk_run;
 LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
                       lk_run **out);
 
-/* Trains. 0 when training finished (or was stopped by a callback). */
+/* Trains. 0 when training finished (or was stopped by a callback);
+ * LK_EINTERRUPTED after lk_run_interrupt, once the current step finished
+ * and a checkpoint was written. */
 LK_API int lk_run_train(lk_run *run);
+
+/* Asks a training run to stop after its current step, write a checkpoint
+ * and return LK_EINTERRUPTED. It only stores to a sig_atomic_t, so a
+ * signal handler may call it. */
+LK_API void lk_run_interrupt(lk_run *run);
+
+/* The checkpoint a run writes ("DIR/checkpoints/last.ckpt"), NULL if none. */
+LK_API const char *lk_run_checkpoint(const lk_run *run);
 
 LK_API const char *lk_run_dir(const lk_run *run);
 

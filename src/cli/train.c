@@ -1,4 +1,5 @@
 /* loopkit train: config, overrides, run. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,28 @@ static void log_stderr(void *user, lk_log_level level, const char *msg) {
                     : level == LK_LOG_WARN ? "warning: "
                                            : "";
   fprintf(stderr, "%s%s\n", tag, msg);
+}
+
+/* SIGINT and SIGTERM: the first asks the run to stop after its step and
+ * write a checkpoint; the handler then steps aside, so a second signal
+ * ends the process at once. */
+static lk_run *running;
+static volatile sig_atomic_t caught;
+
+static void on_signal(int sig) {
+  caught = sig;
+  if (running)
+    lk_run_interrupt(running);
+  signal(sig, SIG_DFL);
+}
+
+static void catch_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 static int value_of(int argc, char **argv, int *i, const char *opt,
@@ -88,9 +111,21 @@ int cli_train(int argc, char **argv) {
     return EXIT_USAGE;
   }
   lk_config_free(cfg);
+  running = run;
+  catch_signals();
   int rc = lk_run_train(run);
+  running = NULL;
   char summary[1024];
   lk_run_summary(run, summary, sizeof summary);
+  if (rc == LK_EINTERRUPTED) {
+    int sig = caught ? caught : SIGINT;
+    cli_error("%s by %s", lk_last_error(),
+              sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    fprintf(stderr, "loopkit: resume with: loopkit train %s --resume %s\n",
+            config, lk_run_checkpoint(run));
+    lk_run_free(run);
+    return 128 + sig;
+  }
   if (rc != 0) {
     cli_error("training failed: %s", lk_last_error());
     fprintf(stderr, "loopkit: %s\n", summary);

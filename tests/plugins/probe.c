@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <loopkit/loopkit.h>
 
@@ -14,7 +15,7 @@ typedef struct probe {
   lk_tensor *w;
   FILE *trace;
   double k, lr, grad, manual_clip;
-  int64_t evals, nan_loss_at, nan_param_at, fail_at, calls;
+  int64_t evals, nan_loss_at, nan_param_at, fail_at, calls, delay_us;
   bool no_loss, manual;
 } probe;
 
@@ -43,6 +44,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   p->nan_loss_at = lk_opt_int(o, "nan_loss_at");
   p->nan_param_at = lk_opt_int(o, "nan_param_at");
   p->fail_at = lk_opt_int(o, "fail_at");
+  p->delay_us = lk_opt_int(o, "delay_us");
   p->no_loss = lk_opt_bool(o, "no_loss");
   p->manual = lk_opt_bool(o, "manual");
   const char *trace = lk_opt_string(o, "trace");
@@ -83,6 +85,11 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
   probe *p = self;
   int64_t call = p->calls++;
   say(p, "training_step batch=%zu", b->index);
+  if (p->delay_us > 0) { /* a slow model, for tests that kill a run */
+    struct timespec ts = {p->delay_us / 1000000,
+                          (long)(p->delay_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+  }
   if (call == p->fail_at)
     return lk_fail(p->host, LK_EPLUGIN, "probe failing on purpose at call %lld",
                    (long long)call);
@@ -186,6 +193,8 @@ static const lk_option options[] = {
     {"no_loss", LK_OPT_BOOL, "false", "training_step gives no loss", NULL},
     {"manual", LK_OPT_BOOL, "false", "drive the optimizer from the step", NULL},
     {"manual_clip", LK_OPT_DOUBLE, "0", "manual: clip grad norm to this", NULL},
+    {"delay_us", LK_OPT_INT, "0", "sleep this long in each training_step",
+     NULL},
     {"trace", LK_OPT_STRING, "", "file that receives one line per call", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
