@@ -15,12 +15,36 @@
 
 #include "fma_clones.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define SGD_AVX2 1
+
+/* AVX2 and FMA in the CPU and AVX state enabled by the OS, asked of CPUID
+ * directly: __builtin_cpu_supports would link libgcc's CPU probe, a
+ * constructor, into the plugin. */
+static bool cpu_has_avx2_fma(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return false;
+  bool fma = c >> 12 & 1, osxsave = c >> 27 & 1, avx = c >> 28 & 1;
+  if (!(fma && osxsave && avx))
+    return false;
+  unsigned lo, hi;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 6) != 6) /* XMM and YMM state */
+    return false;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 5 & 1);
+}
+#endif
+
 typedef struct sgd {
   lk_host *host;
   lk_tensor *lr; /* [1], host state: a scheduler changes it */
   double momentum, dampening, weight_decay;
   bool nesterov, maximize;
   size_t n;               /* parameters at create time */
+  bool avx2;              /* the float loop may use AVX2 and FMA */
   lk_tensor **buf;        /* momentum buffers (host state), one per parameter */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
 } sgd;
@@ -79,6 +103,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->nesterov = nesterov;
   s->maximize = lk_opt_bool(o, "maximize");
   s->n = n;
+#ifdef SGD_AVX2
+  s->avx2 = cpu_has_avx2_fma();
+#endif
 
   size_t one = 1;
   if ((rc = lk_host_add_state(host, "lr", LK_F64, 1, &one, &s->lr)) != 0) {
@@ -136,8 +163,8 @@ static void set_lr(void *self, double lr) {
 }
 
 /* One parameter, in double. first: the buffer is empty and takes d_p. */
-FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g, double *buf,
-                       size_t numel, bool first) {
+FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g,
+                                  double *buf, size_t numel, bool first) {
   double lr = get_lr((void *)s);
   double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
   for (size_t k = 0; k < numel; k++) {
@@ -152,22 +179,77 @@ FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g, doub
   }
 }
 
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const sgd *s, float *p, const float *g, float *buf,
-                       size_t numel, bool first) {
-  double lr = get_lr((void *)s);
-  float wd = (float)s->weight_decay, m = (float)s->momentum;
-  float keep = (float)(1 - s->dampening), step = (float)-lr;
-  for (size_t k = 0; k < numel; k++) {
-    float d = s->maximize ? -g[k] : g[k];
-    if (s->weight_decay != 0)
-      d = fmaf(wd, p[k], d);
-    if (s->momentum != 0) {
-      buf[k] = first ? d : fmaf(keep, d, buf[k] * m);
-      d = s->nesterov ? fmaf(m, buf[k], d) : buf[k];
+/* The same in float: torch rounds the Python scalars to the tensor's type.
+ * fmaf is a call into libm unless the compiler may emit FMA instructions,
+ * which baseline x86-64 does not allow: ~4 ns an element, 1 ms a step for
+ * a 235k-parameter MLP. So on x86 the loop also exists as an AVX2+FMA
+ * version, picked at run time; both round exactly alike (fma is exact in
+ * either). */
+typedef struct f32_coef {
+  float wd, m, keep, step;
+  bool decay, momentum, nesterov, maximize, first;
+} f32_coef;
+
+FMA_CLONES static void update_f32_portable(const f32_coef *c, float *p,
+                                           const float *g, float *buf, size_t k,
+                                           size_t numel) {
+  for (; k < numel; k++) {
+    float d = c->maximize ? -g[k] : g[k];
+    if (c->decay)
+      d = fmaf(c->wd, p[k], d);
+    if (c->momentum) {
+      buf[k] = c->first ? d : fmaf(c->keep, d, buf[k] * c->m);
+      d = c->nesterov ? fmaf(c->m, buf[k], d) : buf[k];
     }
-    p[k] = fmaf(step, d, p[k]);
+    p[k] = fmaf(c->step, d, p[k]);
   }
+}
+
+#ifdef SGD_AVX2
+__attribute__((target("avx2,fma"))) static void
+update_f32_avx2(const f32_coef *c, float *p, const float *g, float *buf,
+                size_t numel) {
+  const __m256 wd = _mm256_set1_ps(c->wd), m = _mm256_set1_ps(c->m);
+  const __m256 keep = _mm256_set1_ps(c->keep), step = _mm256_set1_ps(c->step);
+  const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
+  size_t k = 0;
+  for (; k + 8 <= numel; k += 8) {
+    __m256 d = _mm256_xor_ps(_mm256_loadu_ps(g + k), sign);
+    __m256 pk = _mm256_loadu_ps(p + k);
+    if (c->decay)
+      d = _mm256_fmadd_ps(wd, pk, d);
+    if (c->momentum) {
+      __m256 b = c->first
+                     ? d
+                     : _mm256_fmadd_ps(
+                           keep, d, _mm256_mul_ps(_mm256_loadu_ps(buf + k), m));
+      _mm256_storeu_ps(buf + k, b);
+      d = c->nesterov ? _mm256_fmadd_ps(m, b, d) : b;
+    }
+    _mm256_storeu_ps(p + k, _mm256_fmadd_ps(step, d, pk));
+  }
+  update_f32_portable(c, p, g, buf, k, numel); /* the last few */
+}
+#endif
+
+static void update_f32(const sgd *s, float *p, const float *g, float *buf,
+                       size_t numel, bool first) {
+  f32_coef c = {.wd = (float)s->weight_decay,
+                .m = (float)s->momentum,
+                .keep = (float)(1 - s->dampening),
+                .step = (float)-get_lr((void *)s),
+                .decay = s->weight_decay != 0,
+                .momentum = s->momentum != 0,
+                .nesterov = s->nesterov,
+                .maximize = s->maximize,
+                .first = first};
+#ifdef SGD_AVX2
+  if (s->avx2) {
+    update_f32_avx2(&c, p, g, buf, numel);
+    return;
+  }
+#endif
+  update_f32_portable(&c, p, g, buf, 0, numel);
 }
 
 static int step(void *self, lk_tensor *const *params, size_t n,

@@ -139,7 +139,12 @@ for sig in INT TERM; do
   rm -rf "$T/g$sig"
   "$LOOPKIT" train "$T/sgd.ini" --out "$T/g$sig" >"$T/g$sig.log" 2>&1 &
   pid=$!
-  sleep 0.3
+  # Signal once training is under way (under valgrind, startup is slow).
+  i=0
+  while [ $i -lt 600 ] && [ "$(cat "$T/g$sig/metrics.csv" 2>/dev/null | wc -l)" -lt 4 ]; do
+    sleep 0.05
+    i=$((i + 1))
+  done
   kill -$sig $pid
   wait $pid
   got=$?
