@@ -6,7 +6,7 @@
  * pointer an optimizer receives, and (3) that pointer with the simple
  * profiler on. Rounds interleave the three; medians are printed.
  *
- * Run from the build tree: LOOPKIT_PLUGIN_PATH=plugins/.libs bench/closure */
+ * Run from the build tree: LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/closure */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

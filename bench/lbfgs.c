@@ -20,7 +20,7 @@
  *    torch), same settings, both timing only the optimizer steps.
  *
  * Run from the build tree:
- *   LOOPKIT_PLUGIN_PATH=plugins/.libs bench/lbfgs [SRCDIR]
+ *   LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/lbfgs [SRCDIR]
  * SRCDIR (default LK_SRCDIR, then ".") is where bench/lbfgs_torch.py is. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* mkdtemp, nftw, popen */

@@ -39,7 +39,7 @@
  * Goals (issue 4): loopkit >= 10x torch at B = 1, >= 1x at 32 and 256.
  *
  * Run from the build tree:
- *   LOOPKIT_PLUGIN_PATH=plugins/.libs bench/mlp [--threads T] [--reps R]
+ *   LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/mlp [--threads T] [--reps R]
  *     [--scale F] [--data DIR] [--srcdir DIR] [--python PATH]
  * SRCDIR (default: LK_SRCDIR, the macro or else the environment variable,
  * else ".") is where bench/mlp_torch.py is;
