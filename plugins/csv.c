@@ -122,15 +122,13 @@ static int cell(reader *r, size_t line, size_t col, char *s, double *v) {
   return 0;
 }
 
-/* Parses the file at PATH into file K of D: at most LIMIT rows if LIMIT
- * (the rest of the file is not read). */
-static int parse(reader *r, data_set *d, const char *path, int k,
-                 size_t limit) {
-  char *text = NULL;
-  size_t len = 0;
-  int rc = slurp(r->host, path, &text, &len);
-  if (rc != 0)
-    return rc;
+/* Parses TEXT, the LEN bytes of the file PATH followed by a NUL, into file
+ * K of D: at most LIMIT rows if LIMIT (the rest is not looked at). TEXT is
+ * cut up in place. Apart from slurping, this is all of parse: the fuzz
+ * target in fuzz/ calls it on memory. */
+static int parse_text(reader *r, data_set *d, const char *path, char *text,
+                      size_t len, int k, size_t limit) {
+  int rc = 0;
   r->path = path;
   bool header = r->header;
   size_t rows = 0, cap = 0, line = 0;
@@ -206,6 +204,19 @@ static int parse(reader *r, data_set *d, const char *path, int k,
     rc = lk_fail(r->host, LK_EFORMAT, "%s has no data rows", path);
   if (rc == 0)
     d->file[k].n = rows;
+  d->file[k].path = path;
+  return rc;
+}
+
+/* Parses the file at PATH into file K of D (see parse_text). */
+static int parse(reader *r, data_set *d, const char *path, int k,
+                 size_t limit) {
+  char *text = NULL;
+  size_t len = 0;
+  int rc = slurp(r->host, path, &text, &len);
+  if (rc != 0)
+    return rc;
+  rc = parse_text(r, d, path, text, len, k, limit);
   free(text);
   return rc;
 }

@@ -48,6 +48,7 @@ enum { DATA_NORM_NONE, DATA_NORM_SCALE, DATA_NORM_STANDARD };
 
 /* The samples of one file, as read. */
 typedef struct data_file {
+  const char *path; /* for messages; set by the reader, valid during create */
   size_t n;
   float *x; /* [n, features] */
   void *y;  /* [n]: int32_t class labels or float targets */
@@ -187,11 +188,30 @@ static inline int data_normalize(data_set *d, int mode) {
     for (size_t j = 0; j < f; j++)
       b[j] = b[j] > a[j] ? 1.0 / (b[j] - a[j]) : 1.0;
   }
+  /* Samples outside the training part (validation, test) can land beyond
+   * f32: 3e38 with a training std of 1e-45 is inf, which the reader had
+   * kept out of training by refusing non-finite cells. */
   for (int k = 0; k < 2; k++) {
     float *x = d->file[k].x;
     for (size_t i = 0; i < d->file[k].n; i++)
-      for (size_t j = 0; j < f; j++)
-        x[i * f + j] = (float)((x[i * f + j] - a[j]) * b[j]);
+      for (size_t j = 0; j < f; j++) {
+        float v = (float)((x[i * f + j] - a[j]) * b[j]);
+        if (!isfinite(v)) {
+          int rc = lk_fail(
+              d->host, LK_EFORMAT,
+              "%s: feature %zu of sample %zu, %g, is not finite once "
+              "normalized (normalize = %s) with the training part's %s %g "
+              "and %s %g",
+              d->file[k].path ? d->file[k].path : "?", j + 1, i + 1,
+              (double)x[i * f + j],
+              mode == DATA_NORM_STANDARD ? "standard" : "scale",
+              mode == DATA_NORM_STANDARD ? "mean" : "min", a[j],
+              mode == DATA_NORM_STANDARD ? "1/std" : "1/(max - min)", b[j]);
+          free(a);
+          return rc;
+        }
+        x[i * f + j] = v;
+      }
   }
   free(a);
   return 0;
@@ -227,9 +247,19 @@ static inline int data_setup(data_set *d, int norm) {
   for (int s = 0; s < 3; s++)
     if (!(d->rows[s] = malloc((d->n[s] ? d->n[s] : 1) * sizeof(size_t))))
       return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  /* A batch never holds more samples than the largest split, whatever
+   * batch_size says: sized by batch_size alone, a batch_size of 2^62 made
+   * the product overflow into a small buffer. */
+  size_t most = d->n[LK_SPLIT_TRAIN];
+  for (int s = 1; s < 3; s++)
+    most = d->n[s] > most ? d->n[s] : most;
+  size_t rows = d->batch_size < most ? d->batch_size : most;
+  if (d->features > SIZE_MAX / sizeof(float) / rows)
+    return lk_fail(d->host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
+                   d->features);
   d->order = malloc((n ? n : 1) * sizeof(size_t));
-  d->bx = malloc(d->batch_size * d->features * sizeof(float));
-  d->by = malloc(d->batch_size * 4);
+  d->bx = malloc(rows * d->features * sizeof(float));
+  d->by = malloc(rows * 4);
   if (!d->order || !d->bx || !d->by)
     return lk_fail(d->host, LK_ENOMEM, "out of memory");
 

@@ -79,10 +79,44 @@ static int read_up_to(lk_host *host, gzFile f, const char *path, void *buf,
     const char *msg = gzerror(f, &err);
     if (err == Z_OK || err == Z_BUF_ERROR)
       return 0; /* end of file, or of a truncated stream */
-    return lk_fail(host, LK_EIO, "cannot read %s: %s", path,
-                   err == Z_ERRNO ? strerror(errno) : msg);
+    if (err == Z_ERRNO)
+      return lk_fail(host, LK_EIO, "cannot read %s: %s", path, strerror(errno));
+    if (err == Z_MEM_ERROR)
+      return lk_fail(host, LK_ENOMEM, "out of memory reading %s", path);
+    /* A damaged file, not a failed read. zlib's message starts with the
+     * path already. */
+    size_t plen = strlen(path);
+    if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+      msg += plen + 2;
+    return lk_fail(host, LK_EFORMAT, "%s: corrupt gzip data: %s", path, msg);
   }
   return 0;
+}
+
+/* Reads the LEN bytes after the header into a new *OUT, grown as bytes
+ * arrive: a header that promises more than the file holds then costs
+ * memory for what is there only (it used to allocate all LEN bytes first,
+ * up to 1 TiB for a 100-byte file). *GOT says how many came. */
+static int read_payload(lk_host *host, gzFile f, const char *path, size_t len,
+                        unsigned char **out, size_t *got) {
+  size_t cap = len < (1u << 20) ? len : (1u << 20), n = 0;
+  unsigned char *buf = malloc(cap ? cap : 1);
+  int rc = buf ? 0 : lk_fail(host, LK_ENOMEM, "out of memory for %s", path);
+  *got = 0;
+  while (rc == 0) {
+    rc = read_up_to(host, f, path, buf + *got, cap - *got, &n);
+    *got += n;
+    if (rc != 0 || *got < cap || cap == len)
+      break;
+    size_t grown = cap > len / 2 ? len : 2 * cap;
+    unsigned char *more = realloc(buf, grown);
+    if (!more)
+      rc = lk_fail(host, LK_ENOMEM, "out of memory for %s", path);
+    else
+      buf = more, cap = grown;
+  }
+  *out = buf;
+  return rc;
 }
 
 /* The payload's size from the header, or false past 1 TiB (a foreign or
@@ -142,10 +176,8 @@ static int read_idx(lk_host *host, idx_file *file, uint32_t magic) {
                  "%s: the header's dimensions (%u x %u x %u) are too big", path,
                  file->dims[0], ndim > 1 ? file->dims[1] : 1,
                  ndim > 2 ? file->dims[2] : 1);
-  if (rc == 0 && !(file->bytes = malloc(payload ? (size_t)payload : 1)))
-    rc = lk_fail(host, LK_ENOMEM, "out of memory for %s", path);
   if (rc == 0)
-    rc = read_up_to(host, f, path, file->bytes, (size_t)payload, &got);
+    rc = read_payload(host, f, path, (size_t)payload, &file->bytes, &got);
   unsigned long long expected = head_len + payload;
   if (rc == 0 && got < payload)
     rc = lk_fail(host, LK_EFORMAT,
@@ -209,6 +241,7 @@ static int load(data_set *d, idx_file *im, idx_file *lb, int k, size_t limit,
   for (size_t i = 0; i < n; i++)
     y[i] = lb->bytes[i];
   d->file[k].n = n;
+  d->file[k].path = im->path;
   /* The bytes are not needed any more: free them before the next split. */
   free(im->bytes);
   free(lb->bytes);

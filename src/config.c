@@ -76,7 +76,9 @@ static const char *value_problem(const char *key, const char *value) {
   for (size_t i = 0; i < n; i++) {
     if (is_control((unsigned char)value[i]))
       return "value contains a control character";
-    if ((value[i] == '#' || value[i] == ';') && i > 0 && is_blank(value[i - 1]))
+    /* written after "= ", a '#' or ';' in front starts a comment too */
+    if ((value[i] == '#' || value[i] == ';') &&
+        (i == 0 || is_blank(value[i - 1])))
       return "value contains a comment ('#' or ';' after white space)";
   }
   return NULL;
@@ -288,6 +290,13 @@ static int parse_assignment(parser *ps, char *s) {
                 "key \"%s\" before any section; expected a \"[section]\" "
                 "line first",
                 key);
+  /* What lk_config_write cannot write back so that it reads the same: a
+   * value that starts with '#' or ';' ("k =#v") or that makes the line
+   * too long once spaced out as "k = v". */
+  const char *bad = value_problem(key, value);
+  if (bad)
+    return PERR(ps, "key \"%s\": %s, once written as \"key = value\"", key,
+                bad);
   lk_config *cfg = ps->cfg;
   const char *section = cfg->secs[ps->sec].name;
   size_t i;

@@ -510,6 +510,37 @@ static void duplicate_names_in_file(void **state) {
   free(raw);
 }
 
+/* lk__ckpt_parse reads memory as lk__ckpt_read reads the file (the fuzz
+ * target's entry), and names what it was given in its messages. */
+static void parse_from_memory(void **state) {
+  fixture *fx = *state;
+  double x[3] = {1, -2, 0.5};
+  write_simple(fx->path, x);
+  size_t len;
+  unsigned char *raw = slurp(fx->path, &len);
+  lk__ckpt *ck = NULL;
+  assert_int_equal(lk__ckpt_parse("mem", raw, len, &ck), 0);
+  assert_memory_equal(&ck->progress, &progress, sizeof progress);
+  assert_memory_equal(&ck->rng, &rng, sizeof rng);
+  assert_int_equal(ck->n, 1);
+  assert_string_equal(ck->tensors[0].name, "x");
+  assert_memory_equal(ck->tensors[0].data, x, sizeof x);
+  lk__ckpt_free(ck);
+
+  lk__ckpt sentinel;
+  ck = &sentinel;
+  assert_int_equal(lk__ckpt_parse("mem", raw, len - 1, &ck), LK_EFORMAT);
+  assert_null(ck);
+  assert_contains(lk_last_error(), "mem: truncated checkpoint");
+  assert_int_equal(lk__ckpt_parse("mem", NULL, 0, &ck), LK_EFORMAT);
+  assert_string_equal(lk_last_error(),
+                      "mem: empty file, not a loopkit checkpoint");
+  assert_int_equal(lk__ckpt_parse("mem", NULL, 1, &ck), LK_EINVAL);
+  assert_int_equal(lk__ckpt_parse(NULL, raw, len, &ck), LK_EINVAL);
+  assert_int_equal(lk__ckpt_parse("mem", raw, len, NULL), LK_EINVAL);
+  free(raw);
+}
+
 static char *dump(const char *path, int *rc) {
   char *text = NULL;
   size_t size = 0;
@@ -572,6 +603,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(missing_file, setup, teardown),
       cmocka_unit_test_setup_teardown(malformed_fields, setup, teardown),
       cmocka_unit_test_setup_teardown(duplicate_names_in_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(parse_from_memory, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_prints_parameters, setup, teardown),
       cmocka_unit_test_setup_teardown(dump_reports_read_errors, setup,
                                       teardown),

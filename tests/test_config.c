@@ -425,6 +425,56 @@ static void test_write_round_trip(void **state) {
   lk_config_free(cfg);
 }
 
+/* Values that lk_config_write could not write back so that they read the
+ * same (found by fuzz/fuzz_config.c): a value that starts with a comment
+ * character, and a line that only fits without the spaces around '='. */
+static void test_unwritable_values(void **state) {
+  (void)state;
+  lk_config *cfg = (lk_config *)1;
+  assert_int_equal(lk_config_parse("t.ini", "[a]\nx =#v\n", &cfg), LK_ECONFIG);
+  assert_string_equal(lk_last_error(),
+                      "t.ini:2: key \"x\": value contains a comment ('#' or "
+                      "';' after white space), once written as \"key = "
+                      "value\"");
+  assert_int_equal(lk_config_parse("t.ini", "[a]\nx=;v", &cfg), LK_ECONFIG);
+  assert_non_null(
+      strstr(lk_last_error(), "t.ini:2: key \"x\": value contains"));
+  assert_ptr_equal(cfg, (lk_config *)1);
+
+  /* "x=vvv..." of exactly 4096 characters would be written as 4098. */
+  char *text = malloc(4 + 4096 + 1);
+  assert_non_null(text);
+  memcpy(text, "[a]\nx=", 6);
+  memset(text + 6, 'v', 4094);
+  text[4 + 4096] = '\0';
+  assert_int_equal(lk_config_parse("t.ini", text, &cfg), LK_ECONFIG);
+  assert_string_equal(lk_last_error(),
+                      "t.ini:2: key \"x\": value too long for one line, once "
+                      "written as \"key = value\"");
+  text[4 + 4096 - 2] = '\0'; /* two shorter: fits as "x = vvv..." */
+  cfg = parse_ok(text);
+  char *written = write_to_string(cfg);
+  lk_config *back = parse_ok(written);
+  assert_string_equal(lk_config_at(back, 0)->value, text + 6);
+  lk_config_free(back);
+  free(written);
+
+  /* --set and put refuse a leading comment character as they refuse one
+   * after white space. */
+  assert_int_equal(lk_config_set(cfg, "a.b=# a [lmo"), LK_ECONFIG);
+  assert_string_equal(lk_last_error(),
+                      "--set \"a.b=# a [lmo\": value contains a comment ('#' "
+                      "or ';' after white space); expected SECTION.KEY=VALUE");
+  assert_int_equal(lk_config_put(cfg, "a", "k", ";v", "w"), LK_ECONFIG);
+  assert_string_equal(lk_last_error(),
+                      "w: value contains a comment ('#' or ';' after white "
+                      "space) for a.k");
+  assert_int_equal(lk_config_set(cfg, "a.b=a#b"), 0); /* not a comment */
+  assert_int_equal(lk_config_count(cfg), 2);
+  lk_config_free(cfg);
+  free(text);
+}
+
 static void test_write_error(void **state) {
   (void)state;
   FILE *f = fopen("/dev/full", "w");
@@ -491,6 +541,7 @@ int main(void) {
       cmocka_unit_test(test_set_malformed),
       cmocka_unit_test(test_put),
       cmocka_unit_test(test_write_round_trip),
+      cmocka_unit_test(test_unwritable_values),
       cmocka_unit_test(test_write_error),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_many_keys),

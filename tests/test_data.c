@@ -436,6 +436,47 @@ static void test_idx_truncated(void **state) {
               "(uncompressed)", NULL);
 }
 
+/* A header that promises far more than the file holds is a truncated file,
+ * found without first allocating what it promises (found by
+ * fuzz/fuzz_idx.c: 1 TiB for a 100-byte file, "out of memory" at best). */
+static void test_idx_huge_header(void **state) {
+  (void)state;
+  const char *dir = make_idx_dir("huge", 4, 2, 2, 2, false);
+  char path[4400];
+  snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dir);
+  unsigned char px[100] = {0};
+  uint32_t dims[3] = {65535, 4096, 4096}; /* just under 2^40 bytes */
+  write_idx(path, 0x803, dims, 3, px, sizeof px, false);
+  expect_fail("idx", idx_options("huge", ""), LK_EFORMAT, path,
+              "is truncated: its header promises 1099494850576 bytes, the "
+              "file has 116",
+              NULL);
+}
+
+/* Damaged compressed data is a format error that names the file once
+ * (found by fuzz/fuzz_idx.c: it was LK_EIO, "cannot read P: P: incorrect
+ * data check"). */
+static void test_idx_corrupt_gzip(void **state) {
+  (void)state;
+  const char *dir = make_idx_dir("corrupt-gz", 4, 2, 2, 2, true);
+  char path[4400];
+  snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", dir);
+  FILE *f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, -8, SEEK_END), 0); /* the CRC-32 of the data */
+  int c = fgetc(f);
+  assert_int_equal(fseek(f, -8, SEEK_END), 0);
+  fputc(c ^ 0xff, f);
+  assert_int_equal(fclose(f), 0);
+  char expect[4500];
+  snprintf(expect, sizeof expect, "%s: corrupt gzip data: incorrect data check",
+           path);
+  expect_fail("idx", idx_options("corrupt-gz", ""), LK_EFORMAT, expect, NULL);
+  const char *once = strstr(lk_last_error(), path);
+  assert_non_null(once);
+  assert_null(strstr(once + 1, path));
+}
+
 static void test_idx_count_mismatch(void **state) {
   (void)state;
   const char *dir = make_idx_dir("count", 20, 3, 2, 2, true);
@@ -724,6 +765,31 @@ static void test_csv_read(void **state) {
   close_data(&d);
 }
 
+/* A batch_size far beyond the data set: every batch buffer used to be
+ * sized batch_size x features, a product that wrapped around for 2^62 + 1
+ * into a 16-byte buffer (a heap overflow, found by fuzz/fuzz_csv.c) and
+ * failed as "out of memory" for 10^12. Now one batch holds everything. */
+static void test_huge_batch_size(void **state) {
+  (void)state;
+  write_text(in_root("huge.csv"), "a,b,y\n1,2,0\n3,4,1\n5,6,2\n");
+  const char *sizes[] = {"4611686018427387905", "1000000000000",
+                         "9223372036854775807"};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    char extra[256];
+    snprintf(extra, sizeof extra, "shuffle = false\nbatch_size = %s", sizes[i]);
+    data d;
+    open_ok(&d, "csv", csv_options("huge.csv", extra), 0);
+    lk_batch b;
+    one_batch(&d, LK_SPLIT_TRAIN, &b);
+    assert_int_equal(b.size, 3);
+    const float want_x[] = {1, 2, 3, 4, 5, 6};
+    const int32_t want_y[] = {0, 1, 2};
+    assert_memory_equal(b.x.data, want_x, sizeof want_x);
+    assert_memory_equal(b.y.data, want_y, sizeof want_y);
+    close_data(&d);
+  }
+}
+
 /* A bad cell names FILE:LINE:COLUMN and the text found. */
 static void expect_bad_cell(const char *text, const char *extra,
                             const char *where, const char *what) {
@@ -809,6 +875,41 @@ static void test_csv_errors(void **state) {
  * normalized), so each row says what its raw value was; feature 1 is
  * constant; feature 2 is 3 * y + 1. The test rows lie far away: had they
  * (or the validation rows) counted, the statistics would differ. */
+/* A test (or validation) value that normalization with the training
+ * part's statistics takes beyond f32 is refused, naming it, rather than
+ * handed to training as inf (found with the csv fuzz target's finiteness
+ * check). */
+static void test_normalize_overflow(void **state) {
+  (void)state;
+  write_text(in_root("tiny.csv"), "a,y\n0,0\n1e-45,1\n");
+  write_text(in_root("tiny-test.csv"), "a,y\n0,0\n3e38,1\n");
+  const char *modes[] = {"standard", "scale"};
+  for (int m = 0; m < 2; m++) {
+    char extra[4400];
+    snprintf(extra, sizeof extra, "test = %s\nnormalize = %s",
+             in_root("tiny-test.csv"), modes[m]);
+    char expect[4500];
+    snprintf(expect, sizeof expect,
+             "%s: feature 1 of sample 2, 3e+38, is not finite once normalized "
+             "(normalize = %s) with the training part's ",
+             in_root("tiny-test.csv"), modes[m]);
+    expect_fail("csv", csv_options("tiny.csv", extra), LK_EFORMAT, expect,
+                NULL);
+  }
+  /* Within f32 it is fine: 1e-10 / 1.4e-45 = 7e34 (1 / 1.4e-45 is not). */
+  write_text(in_root("tiny-test.csv"), "a,y\n1e-10,0\n");
+  char extra[4400];
+  snprintf(extra, sizeof extra, "test = %s\nnormalize = scale",
+           in_root("tiny-test.csv"));
+  data d;
+  open_ok(&d, "csv", csv_options("tiny.csv", extra), 0);
+  lk_batch b;
+  one_batch(&d, LK_SPLIT_TEST, &b);
+  assert_true(isfinite(((const float *)b.x.data)[0]));
+  assert_true(((const float *)b.x.data)[0] > 1e34f);
+  close_data(&d);
+}
+
 static void test_normalize_standard(void **state) {
   (void)state;
   char text[8192], test_text[512];
@@ -994,15 +1095,19 @@ int main(void) {
       cmocka_unit_test(test_idx_missing),
       cmocka_unit_test(test_idx_wrong_magic),
       cmocka_unit_test(test_idx_truncated),
+      cmocka_unit_test(test_idx_huge_header),
+      cmocka_unit_test(test_idx_corrupt_gzip),
       cmocka_unit_test(test_idx_count_mismatch),
       cmocka_unit_test(test_shuffle),
       cmocka_unit_test(test_drop_last),
       cmocka_unit_test(test_val_split),
       cmocka_unit_test(test_limit),
       cmocka_unit_test(test_csv_read),
+      cmocka_unit_test(test_huge_batch_size),
       cmocka_unit_test(test_csv_bad_cells),
       cmocka_unit_test(test_csv_columns),
       cmocka_unit_test(test_csv_errors),
+      cmocka_unit_test(test_normalize_overflow),
       cmocka_unit_test(test_normalize_standard),
       cmocka_unit_test(test_idx_standard),
       cmocka_unit_test(test_fashion_mnist),
