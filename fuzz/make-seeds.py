@@ -67,6 +67,11 @@ mixed = ckpt_body([
 out("checkpoint", "mixed-file", b"\0" + ckpt_file(mixed))
 out("checkpoint", "mixed-body", b"\1" + mixed)
 out("checkpoint", "empty-body", b"\1" + ckpt_body([]))
+# The train-* seeds are real files, made (with the plugins built) by
+#   loopkit train examples/adam.ini --quiet --out /tmp/ck/a \
+#     --set loop.max_steps=2
+#   loopkit train examples/rosenbrock.ini --quiet --out /tmp/ck/b \
+#     --set loop.max_steps=2 --set rosenbrock.dtype=f32 --set rosenbrock.n=3
 for name in ("a", "b"):
     p = "/tmp/ck/%s/checkpoints/last.ckpt" % name
     if os.path.exists(p):  # from `loopkit train` (see README)
