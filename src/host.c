@@ -188,8 +188,8 @@ int lk_host_zero_grad(lk_host *host) {
   if (rc == 0)
     rc = lk__hook(run, offsetof(lk_callback_ops, on_before_zero_grad),
                   "on_before_zero_grad");
-  if (rc == 0 && (rc = run->zero_grad->desc->zero_grad->zero_grad(
-                      run->zero_grad->self, run->params, run->n_params)) != 0)
+  if (rc == 0 && (rc = run->calls.zero_grad(run->zero_grad->self, run->params,
+                                            run->n_params)) != 0)
     rc = lk__err_prefix(rc, "zero_grad of plugin %s", run->zero_grad->name);
   return rc;
 }
@@ -202,8 +202,8 @@ int lk_host_backward(lk_host *host, const lk_batch *batch, double loss,
     rc = lk__err(LK_ESTATE, "no backward plugin");
   if (rc == 0)
     rc = lk__hook_before_backward(run, loss);
-  if (rc == 0 && (rc = run->backward->desc->backward->backward(
-                      run->backward->self, batch, scale)) != 0)
+  if (rc == 0 &&
+      (rc = run->calls.backward(run->backward->self, batch, scale)) != 0)
     rc = lk__err_prefix(rc, "backward of plugin %s", run->backward->name);
   if (rc == 0)
     rc = lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
@@ -239,8 +239,8 @@ int lk_host_optimizer_step(lk_host *host, lk_closure_fn closure) {
     rc = lk__hook(run, offsetof(lk_callback_ops, on_before_optimizer_step),
                   "on_before_optimizer_step");
   if (rc == 0 &&
-      (rc = run->optimizer->desc->optimizer->step(
-           run->optimizer->self, run->params, run->n_params, closure)) != 0)
+      (rc = run->calls.optimizer_step(run->optimizer->self, run->params,
+                                      run->n_params, closure)) != 0)
     rc = lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
   if (rc == 0) {
     run->progress.global_step++;
@@ -255,8 +255,11 @@ int lk_host_optimizer_step(lk_host *host, lk_closure_fn closure) {
 int lk__hook(lk_run *run, size_t offset, const char *hook) {
   for (size_t i = 0; i < run->n_callbacks; i++) {
     lk__instance *cb = run->callbacks[i];
-    int (*fn)(void *);
-    memcpy(&fn, (const char *)cb->desc->callback + offset, sizeof fn);
+    int (*fn)(void *) = NULL;
+    /* A plugin built for ABI 1.1 has no on_validation_start to read. */
+    if (offset < offsetof(lk_callback_ops, on_validation_start) ||
+        lk__plugin_minor(cb->plugin) >= 2)
+      memcpy(&fn, (const char *)cb->desc->callback + offset, sizeof fn);
     int rc = fn ? fn(cb->self) : 0;
     if (rc != 0)
       return lk__err_prefix(rc, "%s of plugin %s", hook, cb->name);
@@ -358,5 +361,88 @@ int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
   if (rc != 0)
     return lk__err_prefix(rc, "training_step of plugin %s", run->step->name);
   *loss = r.has_loss ? r.loss : NAN;
+  return 0;
+}
+
+/* ---- metrics and checkpoints, for callbacks ------------------------------ */
+
+void lk__metric_seen(lk_run *run, const char *name, double value) {
+  for (size_t i = 0; i < run->n_latest; i++)
+    if (strcmp(run->latest[i].name, name) == 0) {
+      run->latest[i].value = value;
+      return;
+    }
+  if (run->n_latest == LK__MAX_COLUMNS)
+    return; /* metrics.csv refuses the column anyway */
+  snprintf(run->latest[run->n_latest].name, sizeof run->latest[0].name, "%s",
+           name);
+  run->latest[run->n_latest++].value = value;
+}
+
+int lk_host_metric(lk_host *host, const char *name, double *value) {
+  lk_run *run = host->run;
+  for (size_t i = 0; name && i < run->n_latest; i++)
+    if (strcmp(run->latest[i].name, name) == 0) {
+      *value = run->latest[i].value;
+      return 0;
+    }
+  return lk__err(LK_ENOTFOUND, "plugin %s: no metric \"%s\" logged yet",
+                 host->inst->name, name ? name : "(null)");
+}
+
+int lk_host_log_metric(lk_host *host, const char *name, double value) {
+  lk_run *run = host->run;
+  if (!name || !*name || strlen(name) >= sizeof run->extra[0].name ||
+      strchr(name, ',') || strchr(name, '\n'))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: metric name \"%s\" is not a column "
+                   "name (1 to %zu characters, no comma)",
+                   host->inst->name, name ? name : "(null)",
+                   sizeof run->extra[0].name - 1);
+  for (size_t i = 0; i < run->n_extra; i++)
+    if (strcmp(run->extra[i].name, name) == 0) {
+      run->extra[i].value = value;
+      return 0;
+    }
+  if (run->n_extra == LK__MAX_EXTRA)
+    return lk__err(LK_EINVAL,
+                   "plugin %s: more than %d metrics logged for one "
+                   "row",
+                   host->inst->name, LK__MAX_EXTRA);
+  snprintf(run->extra[run->n_extra].name, sizeof run->extra[0].name, "%s",
+           name);
+  run->extra[run->n_extra++].value = value;
+  return 0;
+}
+
+void lk_host_progress(lk_host *host, uint64_t *epoch, uint64_t *global_step) {
+  if (epoch)
+    *epoch = host->run->progress.epoch;
+  if (global_step)
+    *global_step = host->run->progress.global_step;
+}
+
+int lk_host_save_checkpoint(lk_host *host, const char *file) {
+  lk_run *run = host->run;
+  if (!file || !*file || strchr(file, '/') || !strcmp(file, ".") ||
+      !strcmp(file, "..") || !strcmp(file, "last.ckpt"))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: checkpoint name \"%s\" is not a plain file "
+                   "name other than last.ckpt",
+                   host->inst->name, file ? file : "(null)");
+  if (!run->dir)
+    return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
+                   host->inst->name, file);
+  for (size_t i = 0; i < run->n_pending; i++)
+    if (!strcmp(run->pending[i], file))
+      return 0;
+  if (run->n_pending == LK__MAX_PENDING)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: more than %d checkpoints asked for "
+                   "at once",
+                   host->inst->name, LK__MAX_PENDING);
+  if (!(run->pending[run->n_pending] = lk__strdup(file)))
+    return lk__err(LK_ENOMEM, "out of memory");
+  run->n_pending++;
   return 0;
 }

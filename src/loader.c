@@ -26,6 +26,7 @@ struct lk_plugin {
 static const size_t desc_size[] = {
     offsetof(lk_descriptor, callback) + sizeof(void *),  /* 1.0 */
     offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.1 */
+    offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.2: new hooks */
 };
 
 const char *lk_plugin_dir(void) {

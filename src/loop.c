@@ -11,22 +11,6 @@
 
 #include "run_private.h"
 
-static void prof_start(lk_run *run, int id) {
-  if (run->profiler)
-    run->profiler->desc->profiler->start(run->profiler->self, id);
-}
-
-static void prof_stop(lk_run *run, int id) {
-  if (run->profiler)
-    run->profiler->desc->profiler->stop(run->profiler->self, id);
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- clipping ------------------------------------------------------------ */
 
 /* As torch.nn.utils.clip_grad_norm_ (coefficient max / (norm + 1e-6),
@@ -133,13 +117,35 @@ static int prune(lk_run *run, const char *dir) {
 /* last.ckpt, and with keep_last > 0 step-N.ckpt as well: the step file is
  * written atomically, then hard-linked into place as last.ckpt with a
  * rename, so both are always whole and cost one write. */
-static int save(lk_run *run) {
-  lk_tensor *const *states = run->states;
+int lk__write_checkpoint(lk_run *run, const char *path) {
   *(double *)run->rows_state->data =
       run->metrics ? (double)lk__metrics_rows(run->metrics) : 0;
+  return lk__ckpt_write(path, &run->progress, &run->rng, run->params,
+                        run->n_params, run->states, run->n_states);
+}
+
+/* The checkpoints lk_host_save_checkpoint asked for, now that the loop is
+ * between steps (or epochs): resuming one continues exactly from here. */
+int lk__write_pending(lk_run *run) {
+  int rc = 0;
+  for (size_t i = 0; i < run->n_pending; i++) {
+    char *path =
+        rc == 0 ? lk__asprintf("%s/checkpoints/%s", run->dir, run->pending[i])
+                : NULL;
+    if (rc == 0 && !path)
+      rc = lk__err(LK_ENOMEM, "out of memory");
+    if (rc == 0 && (rc = lk__write_checkpoint(run, path)) != 0)
+      rc = lk__err_prefix(rc, "checkpoint %s not written", run->pending[i]);
+    free(path);
+    free(run->pending[i]);
+  }
+  run->n_pending = 0;
+  return rc;
+}
+
+static int save(lk_run *run) {
   if (run->loop.keep_last == 0)
-    return lk__ckpt_write(run->last_ckpt, &run->progress, &run->rng,
-                          run->params, run->n_params, states, run->n_states);
+    return lk__write_checkpoint(run, run->last_ckpt);
   char *dir = lk__asprintf("%s/checkpoints", run->dir);
   char *step = dir ? lk__asprintf("%s/step-%llu.ckpt", dir,
                                   (unsigned long long)run->progress.global_step)
@@ -147,8 +153,7 @@ static int save(lk_run *run) {
   char *link_tmp = dir ? lk__asprintf("%s/last.ckpt.link", dir) : NULL;
   int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
-    rc = lk__ckpt_write(step, &run->progress, &run->rng, run->params,
-                        run->n_params, states, run->n_states);
+    rc = lk__write_checkpoint(run, step);
   if (rc == 0) {
     unlink(link_tmp);
     if (link(step, link_tmp) != 0 || rename(link_tmp, run->last_ckpt) != 0)
@@ -164,9 +169,7 @@ static int save(lk_run *run) {
 }
 
 int lk__save_checkpoint(lk_run *run) {
-  prof_start(run, run->act_checkpoint);
   int rc = save(run);
-  prof_stop(run, run->act_checkpoint);
   return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
 }
 
@@ -174,7 +177,7 @@ int lk__save_checkpoint(lk_run *run) {
 static int interrupted(lk_run *run) {
   if (!run->interrupted)
     return 0;
-  int rc = lk__save_checkpoint(run);
+  int rc = run->calls.save(run);
   if (rc != 0)
     return rc;
   return lk__err(LK_EINTERRUPTED,
@@ -228,29 +231,31 @@ static int hook_epoch(lk_run *run, bool end, uint64_t epoch) {
 
 /* ---- evaluation of the validation and test splits ------------------------ */
 
-static int evaluate(lk_run *run, lk_split split, bool *ran,
-                    lk_step_result *mean) {
-  const lk_step_ops *ops = run->step->desc->step;
+int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
   int (*fn)(void *, const lk_batch *, lk_step_result *) =
-      split == LK_SPLIT_TEST && ops->test_step ? ops->test_step
-                                               : ops->validation_step;
+      split == LK_SPLIT_TEST ? run->calls.test_step
+                             : run->calls.validation_step;
   *ran = false;
   if (!run->data || !fn)
     return 0;
   size_t nb = 0;
-  int rc = run->data->desc->data->epoch(run->data->self, split,
-                                        run->progress.epoch, &nb);
+  int rc =
+      run->calls.data_epoch(run->data->self, split, run->progress.epoch, &nb);
   if (rc != 0)
     return lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
   if (nb == 0)
     return 0;
+  /* Only a validation that runs is announced: on_validation_end follows. */
+  if (split == LK_SPLIT_VAL &&
+      (rc = lk__hook(run, offsetof(lk_callback_ops, on_validation_start),
+                     "on_validation_start")) != 0)
+    return rc;
   double loss_sum = 0, samples = 0, sums[LK_MAX_METRICS] = {0};
   lk_step_result r = {0};
   memset(mean, 0, sizeof *mean);
   for (size_t b = 0; b < nb; b++) {
     lk_batch batch = {0};
-    if ((rc = run->data->desc->data->batch(run->data->self, split, b,
-                                           &batch)) != 0)
+    if ((rc = run->calls.data_batch(run->data->self, split, b, &batch)) != 0)
       return lk__err_prefix(rc, "batch %zu of data plugin %s", b,
                             run->data->name);
     memset(&r, 0, sizeof r);
@@ -280,18 +285,37 @@ static int evaluate(lk_run *run, lk_split split, bool *ran,
 /* Logs an evaluation as a row: PREFIX_loss and PREFIX_<metric>. */
 /* Metrics with names made at run time ("val_loss"): the names live here. */
 typedef struct named {
-  lk_metric cells[LK_MAX_METRICS + 2];
-  char names[LK_MAX_METRICS + 2][64];
+  lk_metric cells[LK_MAX_METRICS + 2 + LK__MAX_EXTRA];
+  char names[LK_MAX_METRICS + 2 + LK__MAX_EXTRA][64];
   size_t n;
 } named;
 
+/* A name given twice (lr from the scheduler and from lr_monitor) keeps one
+ * cell, the later value. */
 static void add(named *nm, const char *prefix, const char *name, double v) {
-  if (nm->n == LK_MAX_METRICS + 2)
+  char full[sizeof nm->names[0]];
+  snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "_" : "", name);
+  for (size_t i = 0; i < nm->n; i++)
+    if (strcmp(nm->names[i], full) == 0) {
+      nm->cells[i].value = v;
+      return;
+    }
+  if (nm->n == LK_MAX_METRICS + 2 + LK__MAX_EXTRA)
     return;
-  snprintf(nm->names[nm->n], sizeof nm->names[0], "%s%s%s", prefix,
-           *prefix ? "_" : "", name);
+  memcpy(nm->names[nm->n], full, sizeof full);
   nm->cells[nm->n] = (lk_metric){nm->names[nm->n], v};
   nm->n++;
+}
+
+/* Every row goes through here: lk_host_metric sees what was logged. */
+static int log_row(lk_run *run, uint64_t step, const double *loss,
+                   const named *nm) {
+  if (loss)
+    lk__metric_seen(run, "loss", *loss);
+  for (size_t i = 0; i < nm->n; i++)
+    lk__metric_seen(run, nm->cells[i].name, nm->cells[i].value);
+  return lk__metrics_row(run->metrics, step, run->progress.epoch, loss,
+                         nm->cells, nm->n);
 }
 
 static void add_result(named *nm, const char *prefix, const lk_step_result *r) {
@@ -311,8 +335,7 @@ static int log_evaluation(lk_run *run, const char *prefix, const named *nm) {
                              nm->cells[i].name, nm->cells[i].value);
   lk__log(run, LK_LOG_INFO, "epoch %llu %s:%s",
           (unsigned long long)run->progress.epoch, prefix, line);
-  return lk__metrics_row(run->metrics, run->progress.global_step,
-                         run->progress.epoch, NULL, nm->cells, nm->n);
+  return log_row(run, run->progress.global_step, NULL, nm);
 }
 
 /* ---- the learning-rate scheduler ----------------------------------------- */
@@ -326,8 +349,8 @@ static double current_lr(const lk_run *run) {
 static int schedule(lk_run *run, lk_interval when, const named *nm) {
   if (!run->scheduler)
     return 0;
-  int rc = run->scheduler->desc->scheduler->step(run->scheduler->self, when,
-                                                 nm->cells, nm->n);
+  int rc =
+      run->calls.scheduler_step(run->scheduler->self, when, nm->cells, nm->n);
   return rc ? lk__err_prefix(rc, "step of scheduler %s", run->scheduler->name)
             : 0;
 }
@@ -373,10 +396,8 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
     if ((rc = consume(run, &r)) != 0)
       return rc;
   } else {
-    prof_start(run, run->act_optimizer);
-    rc = run->optimizer->desc->optimizer->step(
-        run->optimizer->self, run->params, run->n_params, run->opt_closure);
-    prof_stop(run, run->act_optimizer);
+    rc = run->calls.optimizer_step(run->optimizer->self, run->params,
+                                   run->n_params, run->opt_closure);
     if (rc != 0) {
       /* The closure's own failure explains the optimizer's. */
       lk_step_result ignored;
@@ -405,8 +426,10 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
       add(&nm, "", r.metrics[m].name, r.metrics[m].value);
     if (run->scheduler)
       add(&nm, "", "lr", lr);
-    rc = lk__metrics_row(run->metrics, step_before, p->epoch,
-                         win->has_loss ? &win->loss : NULL, nm.cells, nm.n);
+    for (size_t i = 0; i < run->n_extra; i++)
+      add(&nm, "", run->extra[i].name, run->extra[i].value);
+    run->n_extra = 0;
+    rc = log_row(run, step_before, win->has_loss ? &win->loss : NULL, &nm);
     if (rc == 0 && p->global_step != step_before) {
       if (win->has_loss)
         add(&nm, "", "loss", win->loss);
@@ -418,9 +441,11 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
     run->last_loss = win->loss;
     *win = (window){0};
   }
+  if (p->accum == 0 && run->n_pending && (rc = lk__write_pending(run)) != 0)
+    return rc;
   if (run->loop.ckpt_every > 0 && p->global_step != step_before &&
       p->global_step % (uint64_t)run->loop.ckpt_every == 0)
-    return lk__save_checkpoint(run);
+    return run->calls.save(run);
   return 0;
 }
 
@@ -434,18 +459,14 @@ static bool steps_done(const lk_run *run) {
 
 static int train_without_data(lk_run *run) {
   window win = {0};
-  uint64_t every =
-      run->loop.max_steps >= 10 ? (uint64_t)run->loop.max_steps / 10 : 1;
+  lk__meter_start(run, run->progress.global_step, 0);
   while (!steps_done(run) && !run->stop_requested) {
     run->no_data_batch.index = run->progress.batch;
     uint64_t before = run->progress.global_step;
     int rc = train_batch(run, &run->no_data_batch, false, &win);
     if (rc != 0)
       return rc;
-    if (run->progress.global_step != before &&
-        run->progress.global_step % every == 0)
-      lk__log(run, LK_LOG_INFO, "step %llu: loss %.9g",
-              (unsigned long long)run->progress.global_step, run->last_loss);
+    lk__meter_batch(run, NULL, before);
     /* Between windows only: the accumulated gradients are not saved. */
     if (run->progress.accum == 0 && (rc = interrupted(run)) != 0)
       return rc;
@@ -453,26 +474,27 @@ static int train_without_data(lk_run *run) {
   return 0;
 }
 
-static int train_epoch(lk_run *run) {
+int lk__train_epoch(lk_run *run) {
   lk__progress *p = &run->progress;
-  const lk_data_ops *data = run->data->desc->data;
   size_t nb = 0;
   int rc = hook_epoch(run, false, p->epoch);
   if (rc != 0)
     return rc;
-  prof_start(run, run->act_epoch);
-  rc = data->epoch(run->data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
+  rc = run->calls.data_epoch(run->data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
   if (rc != 0)
     rc = lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
   else if (nb == 0)
     rc = lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
                  run->data->name);
   window win = {0};
+  if (rc == 0)
+    lk__meter_start(run, p->batch, nb);
   double epoch_loss = 0;
   size_t losses = 0;
   for (size_t b = p->batch; rc == 0 && b < nb; b++) {
     lk_batch batch = {0};
-    if ((rc = data->batch(run->data->self, LK_SPLIT_TRAIN, b, &batch)) != 0) {
+    rc = run->calls.data_batch(run->data->self, LK_SPLIT_TRAIN, b, &batch);
+    if (rc != 0) {
       rc =
           lk__err_prefix(rc, "batch %zu of data plugin %s", b, run->data->name);
       break;
@@ -482,6 +504,8 @@ static int train_epoch(lk_run *run) {
     batch.index = b;
     uint64_t before = p->global_step;
     rc = train_batch(run, &batch, b + 1 == nb, &win);
+    if (rc == 0)
+      lk__meter_batch(run, &batch, before);
     if (rc == 0 && p->accum == 0 && run->have_last_loss &&
         (p->global_step != before || run->loop.manual)) {
       epoch_loss += run->last_loss;
@@ -489,12 +513,9 @@ static int train_epoch(lk_run *run) {
     }
     if (steps_done(run) || run->stop_requested)
       break;
-    if (rc == 0 && p->accum == 0 && run->interrupted && b + 1 < nb) {
-      prof_stop(run, run->act_epoch);
+    if (rc == 0 && p->accum == 0 && run->interrupted && b + 1 < nb)
       return interrupted(run);
-    }
   }
-  prof_stop(run, run->act_epoch);
   if (rc != 0)
     return rc;
   bool finished = p->batch >= nb;
@@ -509,9 +530,7 @@ static int train_epoch(lk_run *run) {
   if (finished && (p->epoch + 1) % (uint64_t)run->loop.val_every == 0) {
     bool ran;
     lk_step_result mean;
-    prof_start(run, run->act_validation);
-    rc = evaluate(run, LK_SPLIT_VAL, &ran, &mean);
-    prof_stop(run, run->act_validation);
+    rc = run->calls.validate(run, LK_SPLIT_VAL, &ran, &mean);
     if (rc == 0 && ran) {
       named val = {.n = 0};
       add_result(&val, "val", &mean);
@@ -529,13 +548,15 @@ static int train_epoch(lk_run *run) {
     p->batch = 0;
     p->accum = 0;
   }
+  if (finished && run->n_pending && (rc = lk__write_pending(run)) != 0)
+    return rc;
   if (finished && run->loop.ckpt_every == 0)
-    return lk__save_checkpoint(run);
+    return run->calls.save(run);
   return 0;
 }
 
 int lk__loop_run(lk_run *run) {
-  double t0 = now();
+  double t0 = lk__now();
   int rc = lk__hook(run, offsetof(lk_callback_ops, on_train_start),
                     "on_train_start");
   if (rc == 0 && !run->data)
@@ -543,7 +564,7 @@ int lk__loop_run(lk_run *run) {
   while (rc == 0 && run->data &&
          run->progress.epoch < (uint64_t)run->loop.max_epochs &&
          !steps_done(run) && !run->stop_requested) {
-    rc = train_epoch(run);
+    rc = run->calls.train_epoch(run);
     if (rc == 0)
       rc = interrupted(run);
   }
@@ -552,16 +573,18 @@ int lk__loop_run(lk_run *run) {
   if (rc == 0) {
     bool ran;
     lk_step_result mean;
-    rc = evaluate(run, LK_SPLIT_TEST, &ran, &mean);
+    rc = run->calls.test(run, LK_SPLIT_TEST, &ran, &mean);
     if (rc == 0 && ran) {
       named test = {.n = 0};
       add_result(&test, "test", &mean);
       rc = log_evaluation(run, "test", &test);
     }
   }
+  if (rc == 0 && run->n_pending)
+    rc = lk__write_pending(run);
   if (rc == 0)
-    rc = lk__save_checkpoint(run);
-  run->seconds = now() - t0;
+    rc = run->calls.save(run);
+  run->seconds = lk__now() - t0;
   if (run->profiler && run->profiler->desc->profiler->report) {
     int prc =
         run->profiler->desc->profiler->report(run->profiler->self, run->dir);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "profile.h"
 #include "run_private.h"
 
 /* ---- [loop] ------------------------------------------------------------- */
@@ -37,6 +38,7 @@ static const loop_key loop_keys[] = {
     {"val_every_n_epochs", K_INT, "1", 1, NULL},
     {"checkpoint_every_n_steps", K_INT, "0", 0, NULL},
     {"keep_last", K_INT, "0", 0, NULL},
+    {"log_every_n_steps", K_INT, "50", 1, NULL},
 };
 #define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0])
 
@@ -100,7 +102,7 @@ static int parse_loop(lk_run *run, const lk_config *cfg) {
                      "max_steps, accumulate_grad_batches, gradient_clip_val, "
                      "gradient_clip_algorithm, terminate_on_nan, "
                      "manual_optimization, seed, val_every_n_epochs, "
-                     "checkpoint_every_n_steps, keep_last",
+                     "checkpoint_every_n_steps, keep_last, log_every_n_steps",
                      e->where, e->key);
   }
   lk__loop_config *l = &run->loop;
@@ -123,6 +125,7 @@ static int parse_loop(lk_run *run, const lk_config *cfg) {
   l->val_every = iv[8];
   l->ckpt_every = iv[9];
   l->keep_last = iv[10];
+  l->log_every = iv[11];
   if (l->manual && l->accumulate != 1)
     return lk__err(LK_ECONFIG,
                    "%s: accumulate_grad_batches = %lld with "
@@ -497,7 +500,12 @@ static int make_run_dir(lk_run *run, const char *config_path) {
     if (!copy)
       return lk__err(LK_ENOMEM, "out of memory");
     char *ckdir = dirname(copy);
-    run->dir = lk__asprintf("%s/..", ckdir);
+    const char *last = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
+    if (!strcmp(last, ".") || !strcmp(last, ".."))
+      run->dir = lk__asprintf("%s/..", ckdir); /* resumed from in there */
+    else
+      run->dir =
+          lk__strdup(dirname(ckdir)); /* "DIR", not "DIR/checkpoints/.." */
     free(copy);
     if (!run->dir)
       return lk__err(LK_ENOMEM, "out of memory");
@@ -530,43 +538,6 @@ static int write_config(lk_run *run) {
 }
 
 /* ---- closures ------------------------------------------------------------ */
-
-static int probe_step(void *self, const lk_batch *b, lk_step_result *out) {
-  lk_run *run = self;
-  const lk_profiler_ops *p = run->profiler->desc->profiler;
-  p->start(run->profiler->self, run->act_step);
-  int rc = run->probes.step(run->probes.step_self, b, out);
-  p->stop(run->profiler->self, run->act_step);
-  return rc;
-}
-
-static int probe_zero_grad(void *self, lk_tensor *const *params, size_t n) {
-  lk_run *run = self;
-  const lk_profiler_ops *p = run->profiler->desc->profiler;
-  p->start(run->profiler->self, run->act_zero_grad);
-  int rc = run->probes.zero_grad(run->probes.zero_grad_self, params, n);
-  p->stop(run->profiler->self, run->act_zero_grad);
-  return rc;
-}
-
-static int probe_backward(void *self, const lk_batch *b, double scale) {
-  lk_run *run = self;
-  const lk_profiler_ops *p = run->profiler->desc->profiler;
-  p->start(run->profiler->self, run->act_backward);
-  int rc = run->probes.backward(run->probes.backward_self, b, scale);
-  p->stop(run->profiler->self, run->act_backward);
-  return rc;
-}
-
-static void closure_start(void *ctx) {
-  lk_run *run = ctx;
-  run->profiler->desc->profiler->start(run->profiler->self, run->act_closure);
-}
-
-static void closure_stop(void *ctx) {
-  lk_run *run = ctx;
-  run->profiler->desc->profiler->stop(run->profiler->self, run->act_closure);
-}
 
 static void closure_log(void *user, lk_log_level level, const char *msg) {
   lk__log(user, level, "%s", msg);
@@ -609,6 +580,46 @@ static int after_closure(void *ctx, double loss) {
   return rc;
 }
 
+/* The entries the loop calls, unwrapped. */
+static void direct_calls(lk_run *run) {
+  lk__calls *c = &run->calls;
+  const lk_step_ops *step = run->step->desc->step;
+  c->training_step = step->training_step;
+  c->validation_step = step->validation_step;
+  c->test_step = step->test_step ? step->test_step : step->validation_step;
+  c->zero_grad = run->zero_grad->desc->zero_grad->zero_grad;
+  c->backward = run->backward ? run->backward->desc->backward->backward : NULL;
+  c->optimizer_step =
+      run->optimizer ? run->optimizer->desc->optimizer->step : NULL;
+  c->data_epoch = run->data ? run->data->desc->data->epoch : NULL;
+  c->data_batch = run->data ? run->data->desc->data->batch : NULL;
+  c->scheduler_step =
+      run->scheduler ? run->scheduler->desc->scheduler->step : NULL;
+  c->train_epoch = lk__train_epoch;
+  c->validate = lk__evaluate;
+  c->test = lk__evaluate;
+  c->save = lk__save_checkpoint;
+}
+
+/* Replaces the function at SLOT (of type SIG) by a wrapper that times it as
+ * the profiler's action ID. */
+static int profile_as(lk_run *run, int id, lk__signature sig, void *slot) {
+  void (*real)(void);
+  memcpy(&real, slot, sizeof real);
+  if (run->n_profiled == LK__MAX_PROFILED)
+    return lk__err(LK_ESTATE, "more than %d profiled entries",
+                   LK__MAX_PROFILED);
+  void *fn;
+  int rc = lk__profile_wrap(sig, real, run->profiler->desc->profiler,
+                            run->profiler->self, id,
+                            &run->profiled[run->n_profiled], &fn);
+  if (rc != 0)
+    return rc;
+  run->n_profiled++;
+  memcpy(slot, &fn, sizeof fn);
+  return 0;
+}
+
 static int action(lk_run *run, const char *name, int *id) {
   *id = run->profiler->desc->profiler->action(run->profiler->self, name);
   if (*id < 0)
@@ -617,9 +628,58 @@ static int action(lk_run *run, const char *name, int *id) {
   return 0;
 }
 
+/* The same for action NAME; an absent entry stays absent. */
+static int profile(lk_run *run, const char *name, lk__signature sig,
+                   void *slot) {
+  void (*real)(void);
+  memcpy(&real, slot, sizeof real);
+  int id, rc = real ? action(run, name, &id) : 0;
+  return real && rc == 0 ? profile_as(run, id, sig, slot) : rc;
+}
+
+/* Lightning's action names where it has one. */
+static int profile_calls(lk_run *run) {
+  lk__calls *c = &run->calls;
+  int rc = 0;
+  if (rc == 0)
+    rc = profile(run, "run_training_epoch", LK__SIG_PHASE, &c->train_epoch);
+  if (rc == 0)
+    rc = profile(run, "get_batch", LK__SIG_DATA_BATCH, &c->data_batch);
+  if (rc == 0)
+    rc = profile(run, "data_epoch", LK__SIG_DATA_EPOCH, &c->data_epoch);
+  if (rc == 0)
+    rc = profile(run, "optimizer_step", LK__SIG_OPTIMIZER, &c->optimizer_step);
+  if (rc == 0)
+    rc = profile(run, "training_step", LK__SIG_STEP, &c->training_step);
+  if (rc == 0)
+    rc = profile(run, "zero_grad", LK__SIG_ZERO_GRAD, &c->zero_grad);
+  if (rc == 0)
+    rc = profile(run, "backward", LK__SIG_BACKWARD, &c->backward);
+  if (rc == 0)
+    rc = profile(run, "lr_scheduler_step", LK__SIG_SCHEDULER,
+                 &c->scheduler_step);
+  if (rc == 0)
+    rc = profile(run, "validation", LK__SIG_EVALUATE, &c->validate);
+  if (rc == 0)
+    rc = profile(run, "validation_step", LK__SIG_STEP, &c->validation_step);
+  if (rc == 0)
+    rc = profile(run, "test", LK__SIG_EVALUATE, &c->test);
+  if (rc == 0 && run->step->desc->step->test_step)
+    rc = profile(run, "test_step", LK__SIG_STEP, &c->test_step);
+  else if (rc == 0)
+    c->test_step = c->validation_step; /* timed as validation_step */
+  if (rc == 0)
+    rc = profile(run, "checkpoint_save", LK__SIG_PHASE, &c->save);
+  return rc;
+}
+
 static int build_closures(lk_run *run) {
+  direct_calls(run);
+  int rc = run->profiler ? profile_calls(run) : 0;
+  if (rc != 0)
+    return rc;
   lk_closure_parts parts = {
-      .step = run->step->desc->step->training_step,
+      .step = run->calls.training_step,
       .step_self = run->step->self,
       .params = run->params,
       .n_params = run->n_params,
@@ -631,9 +691,9 @@ static int build_closures(lk_run *run) {
       .log_user = run,
   };
   if (!run->loop.manual) {
-    parts.zero_grad = run->zero_grad->desc->zero_grad->zero_grad;
+    parts.zero_grad = run->calls.zero_grad;
     parts.zero_grad_self = run->zero_grad->self;
-    parts.backward = run->backward->desc->backward->backward;
+    parts.backward = run->calls.backward;
     parts.backward_self = run->backward->self;
   }
   bool reduce =
@@ -643,31 +703,6 @@ static int build_closures(lk_run *run) {
     parts.before_backward = hook_before_backward;
     parts.after_backward = hook_after_backward;
     parts.hook_ctx = run;
-  }
-  int rc = 0;
-  if (run->profiler) {
-    if ((rc = action(run, "closure", &run->act_closure)) != 0 ||
-        (rc = action(run, "training_step", &run->act_step)) != 0 ||
-        (rc = action(run, "zero_grad", &run->act_zero_grad)) != 0 ||
-        (rc = action(run, "backward", &run->act_backward)) != 0 ||
-        (rc = action(run, "optimizer_step", &run->act_optimizer)) != 0 ||
-        (rc = action(run, "validation", &run->act_validation)) != 0 ||
-        (rc = action(run, "checkpoint_save", &run->act_checkpoint)) != 0 ||
-        (rc = action(run, "run_training_epoch", &run->act_epoch)) != 0)
-      return rc;
-    run->probes = (lk__probes){parts.step,      parts.step_self,
-                               parts.zero_grad, parts.zero_grad_self,
-                               parts.backward,  parts.backward_self};
-    parts.step = probe_step;
-    parts.step_self = run;
-    if (parts.zero_grad) {
-      parts.zero_grad = probe_zero_grad;
-      parts.zero_grad_self = run;
-    }
-    if (parts.backward) {
-      parts.backward = probe_backward;
-      parts.backward_self = run;
-    }
   }
   if ((rc = lk_closure_new(&parts, &run->closure)) != 0)
     return rc;
@@ -686,15 +721,14 @@ static int build_closures(lk_run *run) {
       return rc;
     fn = lk_wrap_function(run->after_wrap);
   }
-  if (run->profiler) {
-    if ((rc = lk_closure_around(fn, closure_start, closure_stop, run,
-                                &run->profile_wrap)) != 0 ||
-        (rc = lk_closure_around(run->plain_closure, closure_start, closure_stop,
-                                run, &run->plain_profile_wrap)) != 0)
-      return rc;
-    fn = lk_wrap_function(run->profile_wrap);
-    run->plain_closure = lk_wrap_function(run->plain_profile_wrap);
-  }
+  /* The closure as a whole: what the optimizer calls, and what the loop
+   * calls between steps of an accumulation window. */
+  int id;
+  if (run->profiler &&
+      ((rc = action(run, "closure", &id)) != 0 ||
+       (rc = profile_as(run, id, LK__SIG_CLOSURE, &fn)) != 0 ||
+       (rc = profile_as(run, id, LK__SIG_CLOSURE, &run->plain_closure)) != 0))
+    return rc;
   run->opt_closure = fn;
   return 0;
 }
@@ -934,9 +968,9 @@ void lk_run_free(lk_run *run) {
     return;
   lk__metrics_close(run->metrics);
   /* Closures point into plugin code: free them before any dlclose. */
-  lk_wrap_free(run->profile_wrap);
-  lk_wrap_free(run->plain_profile_wrap);
   lk_wrap_free(run->after_wrap);
+  for (size_t i = 0; i < run->n_profiled; i++)
+    lk__profiled_free(run->profiled[i]);
   lk_closure_free(run->closure);
   /* Destroy in reverse creation order, then unload. */
   for (size_t i = run->n_created; i-- > 0;) {
@@ -951,6 +985,8 @@ void lk_run_free(lk_run *run) {
   free(run->instances);
   lk__free_tensors(run);
   lk_config_free(run->cfg);
+  for (size_t i = 0; i < run->n_pending; i++)
+    free(run->pending[i]);
   free(run->dir);
   free(run->last_ckpt);
   free(run);

@@ -28,16 +28,38 @@ struct lk__instance {
   lk_host host;
 };
 
-/* With a profiler, the closure calls the model through these: the real
- * entries, timed as the profiler's actions. */
-typedef struct lk__probes {
-  int (*step)(void *self, const lk_batch *batch, lk_step_result *out);
-  void *step_self;
+/* The entries the loop calls: the plugins' own functions, or with a
+ * profiler the wrappers that time them (profile.h). The last three are the
+ * loop's own phases, wrapped the same way. */
+typedef struct lk__calls {
+  int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
+  int (*validation_step)(void *self, const lk_batch *batch,
+                         lk_step_result *out);
+  int (*test_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*zero_grad)(void *self, lk_tensor *const *params, size_t n);
-  void *zero_grad_self;
   int (*backward)(void *self, const lk_batch *batch, double scale);
-  void *backward_self;
-} lk__probes;
+  int (*optimizer_step)(void *self, lk_tensor *const *params, size_t n,
+                        lk_closure_fn closure);
+  int (*data_epoch)(void *self, lk_split split, uint64_t epoch, size_t *n);
+  int (*data_batch)(void *self, lk_split split, size_t index, lk_batch *out);
+  int (*scheduler_step)(void *self, lk_interval when, const lk_metric *m,
+                        size_t n);
+  int (*train_epoch)(lk_run *run);
+  int (*validate)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
+  int (*test)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
+  int (*save)(lk_run *run);
+} lk__calls;
+
+#define LK__MAX_PROFILED 16
+
+/* Progress within an epoch (progress.c). */
+typedef struct lk__meter {
+  double t0;          /* when this epoch (or the run, without data) started */
+  uint64_t first;     /* batch it started at (a resumed epoch) */
+  uint64_t n_batches; /* 0: no epochs, steps are counted */
+  uint64_t samples;
+  double last_loss;
+} lk__meter;
 
 enum { LK__CLIP_NORM, LK__CLIP_VALUE };
 
@@ -53,9 +75,18 @@ typedef struct lk__loop_config {
   int64_t val_every;
   int64_t ckpt_every;
   int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
+  int64_t log_every; /* steps between progress lines in the log */
 } lk__loop_config;
 
 #define LK__MAX_CALLBACKS 16
+#define LK__MAX_COLUMNS 128 /* metrics.csv columns a run remembers */
+#define LK__MAX_EXTRA 16    /* metrics callbacks add to one row */
+#define LK__MAX_PENDING 8   /* checkpoints asked for at once */
+
+typedef struct lk__named_value {
+  char name[64];
+  double value;
+} lk__named_value;
 #define LK__MAX_NESTED 16 /* plugins created by plugins (sam's base) */
 
 struct lk_run {
@@ -84,13 +115,14 @@ struct lk_run {
 
   lk_batch no_data_batch;
   lk_closure *closure;
-  lk_wrap *after_wrap, *profile_wrap, *plain_profile_wrap;
+  lk_wrap *after_wrap;
   lk_closure_fn opt_closure;   /* what the optimizer receives */
   lk_closure_fn plain_closure; /* what the loop calls between steps */
 
-  /* Profiling: action ids, and the probes the closure calls through. */
-  int act_closure, act_step, act_zero_grad, act_backward, act_optimizer,
-      act_validation, act_checkpoint, act_epoch;
+  lk__calls calls;
+  lk__meter meter;
+  struct lk__profiled *profiled[LK__MAX_PROFILED]; /* wrappers to free */
+  size_t n_profiled;
 
   lk__progress progress;
   bool stop_requested;
@@ -101,11 +133,20 @@ struct lk_run {
   bool in_training_step; /* manual-optimization calls are valid */
   int hook_rc;           /* a failure after the closure (hooks, clipping) */
   char hook_msg[1024];
-  lk__probes probes;
   lk__metrics *metrics;
   double last_loss;
   bool have_last_loss;
   double seconds;
+
+  /* The latest value of every column logged (lk_host_metric), and what
+   * callbacks add to the next row (lk_host_log_metric). */
+  lk__named_value latest[LK__MAX_COLUMNS];
+  size_t n_latest;
+  lk__named_value extra[LK__MAX_EXTRA];
+  size_t n_extra;
+  /* Checkpoints callbacks asked for, written where the state is whole. */
+  char *pending[LK__MAX_PENDING];
+  size_t n_pending;
 };
 
 /* run.c */
@@ -118,10 +159,20 @@ bool lk__has_kind(const lk__instance *in, const char *role);
  * built for ABI 1.0, whose ops table ends before them). */
 const lk_optimizer_ops *lk__optimizer_lr_ops(const lk__instance *in);
 
+/* progress.c: an epoch starts at batch FIRST of N_BATCHES (0 without
+ * data); a training batch ended (BATCH NULL without data). */
+void lk__meter_start(lk_run *run, uint64_t first, uint64_t n_batches);
+void lk__meter_batch(lk_run *run, const lk_batch *batch, uint64_t step_before);
+double lk__now(void);
+
 /* loop.c */
 int lk__loop_run(lk_run *run);
 int lk__clip_gradients(lk_run *run, double value, int algorithm);
 int lk__save_checkpoint(lk_run *run);
+int lk__write_checkpoint(lk_run *run, const char *path);
+int lk__write_pending(lk_run *run);
+int lk__train_epoch(lk_run *run);
+int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean);
 
 /* host.c */
 int lk__add_tensor(lk_run *run, lk__instance *inst, const char *name,
@@ -132,5 +183,6 @@ int lk__hook(lk_run *run, size_t offset, const char *hook);
 int lk__hook_before_backward(lk_run *run, double loss);
 void lk__log(lk_run *run, lk_log_level level, const char *fmt, ...)
     LK_PRINTF(3, 4);
+void lk__metric_seen(lk_run *run, const char *name, double value);
 
 #endif

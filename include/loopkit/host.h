@@ -95,6 +95,25 @@ LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss);
 /* Asks the loop to stop after the current batch (early stopping). */
 LK_API void lk_host_request_stop(lk_host *host);
 
+/* Since ABI 1.2, for callbacks. The latest value logged under NAME, as a
+ * metrics.csv column: "loss", a step metric, "lr", "val_loss",
+ * "val_<metric>", "test_...". LK_ENOTFOUND while NAME has not been logged
+ * in this run (resumed runs included). */
+LK_API int lk_host_metric(lk_host *host, const char *name, double *value);
+/* Adds NAME = VALUE (NAME is copied) to the metrics.csv row the loop writes
+ * next: called from on_train_batch_end, the row of that step. */
+LK_API int lk_host_log_metric(lk_host *host, const char *name, double value);
+/* Where the loop is: epochs completed and optimizer steps taken. */
+LK_API void lk_host_progress(lk_host *host, uint64_t *epoch,
+                             uint64_t *global_step);
+/* Asks for a checkpoint RUN_DIR/checkpoints/FILE (a plain file name, not
+ * last.ckpt). The loop writes it, atomically, at the next point where its
+ * state is whole: after the current optimizer step, or, asked from
+ * on_train_epoch_end or on_validation_end, after the epoch's validation and
+ * scheduler step; resuming from it continues exactly from there. A failed
+ * write fails the run. */
+LK_API int lk_host_save_checkpoint(lk_host *host, const char *file);
+
 /* Run directory (NULL outside a training run). */
 LK_API const char *lk_host_run_dir(lk_host *host);
 

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 1
+#define LK_ABI_MINOR 2
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -173,6 +173,9 @@ typedef struct lk_callback_ops {
   int (*on_validation_end)(void *self, const lk_step_result *result);
   int (*on_train_epoch_end)(void *self, uint64_t epoch);
   int (*on_train_end)(void *self);
+  /* Since ABI 1.2: before the validation split is evaluated (after
+   * on_train_epoch_end); on_validation_end follows it. */
+  int (*on_validation_start)(void *self);
 } lk_callback_ops;
 
 /* scheduler (since ABI 1.1): changes the optimizer's learning rate with

@@ -43,6 +43,21 @@ LK_API const char *lk_option_type_name(lk_option_type type);
 
 /* ---- runs --------------------------------------------------------------- */
 
+/* Where a training epoch is, for a host that draws a progress bar. */
+typedef struct lk_progress {
+  uint64_t epoch;     /* 0-based */
+  int64_t max_epochs; /* 0 without a data plugin (no epochs) */
+  uint64_t batch;     /* batches of this epoch done (steps without data) */
+  uint64_t n_batches; /* in this epoch; without data: max_steps */
+  uint64_t global_step;
+  double loss;       /* the last step's; NaN before the first */
+  double per_second; /* samples (steps without data) per second */
+  double elapsed;    /* seconds since this epoch started */
+  double eta;        /* seconds left in this epoch */
+  bool epoch_done;   /* the epoch's last batch */
+} lk_progress;
+typedef void (*lk_progress_fn)(void *user, const lk_progress *p);
+
 typedef struct lk_run_options {
   const char *out_dir; /* NULL: a new runs/<config name>-<N> */
   const char *resume;  /* checkpoint to resume from, or NULL */
@@ -50,6 +65,11 @@ typedef struct lk_run_options {
   void *log_user;
   lk_log_level verbosity;
   bool no_run_dir; /* set up the run without a run directory (gradcheck) */
+  /* Called after every training batch: a host on a terminal draws a
+   * progress bar. Without it the run logs a line every [loop]
+   * log_every_n_steps optimizer steps instead. */
+  lk_progress_fn progress;
+  void *progress_user;
 } lk_run_options;
 
 typedef struct lk_run lk_run;

@@ -2,6 +2,8 @@
 #ifndef LK_CLI_H
 #define LK_CLI_H
 
+#include <stdbool.h>
+
 #include <loopkit/loopkit.h>
 
 /* Exit statuses of DESIGN.md section 1. */
@@ -12,7 +14,26 @@ int cli_plugins(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_dump(int argc, char **argv);
 int cli_gradcheck(int argc, char **argv);
+int cli_plot(int argc, char **argv);
+
+/* plot.c: draws RUN_DIR/metrics.csv into OUT (.png or .svg). 0 or
+ * EXIT_FAILED after cli_error; EXIT_USAGE when built without cairo. */
+int cli_plot_curves(const char *run_dir, const char *out);
+/* Whether loopkit was built with cairo. */
+bool cli_plot_available(void);
 
 void cli_error(const char *fmt, ...) LK_PRINTF(1, 2);
+
+/* progress.c: a progress bar on a terminal. cli_progress is an
+ * lk_progress_fn; cli_progress_log an lk_log_fn that clears the bar before
+ * it prints, so that log lines and the bar do not mix. */
+typedef struct cli_bar {
+  bool drawn; /* the bar is on the current line */
+  int percent;
+  double last_draw;
+} cli_bar;
+void cli_progress(void *bar, const lk_progress *p);
+void cli_progress_log(void *bar, lk_log_level level, const char *msg);
+void cli_log_stderr(void *user, lk_log_level level, const char *msg);
 
 #endif

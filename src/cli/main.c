@@ -15,6 +15,10 @@ static const char usage[] =
     "       loopkit gradcheck CONFIG.ini [--set SECTION.KEY=VALUE]...\n"
     "                                [--batches N] [--samples N]\n"
     "                                backward against central differences\n"
+    "       loopkit plot RUN_DIR [-o FILE]\n"
+    "                                training curves from metrics.csv into\n"
+    "                                FILE (.png or .svg; default\n"
+    "                                RUN_DIR/curves.png)\n"
     "       loopkit --version | --help\n"
     "\n"
     "Plugins are searched in LOOPKIT_PLUGIN_PATH (colon separated), then in\n"
@@ -56,8 +60,10 @@ int main(int argc, char **argv) {
     return cli_dump(argc - 2, argv + 2);
   if (!strcmp(cmd, "gradcheck"))
     return cli_gradcheck(argc - 2, argv + 2);
+  if (!strcmp(cmd, "plot"))
+    return cli_plot(argc - 2, argv + 2);
   cli_error("unknown command \"%s\"; commands: train, plugins, inspect, dump, "
-            "gradcheck "
+            "gradcheck, plot "
             "(see loopkit --help)",
             cmd);
   return EXIT_USAGE;

@@ -2,16 +2,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
-
-static void log_stderr(void *user, lk_log_level level, const char *msg) {
-  (void)user;
-  const char *tag = level == LK_LOG_ERROR  ? "error: "
-                    : level == LK_LOG_WARN ? "warning: "
-                                           : "";
-  fprintf(stderr, "%s%s\n", tag, msg);
-}
 
 /* SIGINT and SIGTERM: the first asks the run to stop after its step and
  * write a checkpoint; the handler then steps aside, so a second signal
@@ -43,6 +36,17 @@ static int value_of(int argc, char **argv, int *i, const char *opt,
   }
   *out = argv[++*i];
   return 0;
+}
+
+/* RUN_DIR/curves.png, when loopkit has cairo: a failure to draw is a
+ * warning, never a failed run. */
+static void write_curves(const lk_run *run) {
+  if (!cli_plot_available())
+    return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/curves.png", lk_run_dir(run));
+  if (cli_plot_curves(lk_run_dir(run), path) != 0)
+    fprintf(stderr, "loopkit: warning: curves.png not drawn\n");
 }
 
 int cli_train(int argc, char **argv) {
@@ -101,9 +105,16 @@ int cli_train(int argc, char **argv) {
   lk_run_options opts = {
       .out_dir = out,
       .resume = resume,
-      .log = log_stderr,
+      .log = cli_log_stderr,
       .verbosity = quiet ? LK_LOG_ERROR : LK_LOG_INFO,
   };
+  cli_bar bar = {.percent = -1};
+  if (!quiet && isatty(STDERR_FILENO)) {
+    opts.progress = cli_progress;
+    opts.progress_user = &bar;
+    opts.log = cli_progress_log;
+    opts.log_user = &bar;
+  }
   lk_run *run = NULL;
   if (lk_run_new(cfg, &opts, &run) != 0) {
     cli_error("%s", lk_last_error());
@@ -115,6 +126,9 @@ int cli_train(int argc, char **argv) {
   catch_signals();
   int rc = lk_run_train(run);
   running = NULL;
+  if (bar.drawn)
+    fputc('\n', stderr);
+  write_curves(run);
   char summary[1024];
   lk_run_summary(run, summary, sizeof summary);
   if (rc == LK_EINTERRUPTED) {

@@ -75,7 +75,7 @@ check "another seed, another run" \
 # Resume: 40 steps, then on to 100, equals 100 straight (SGD with momentum).
 "$LOOPKIT" train "$EX" --out "$T/full" --quiet --set loop.max_steps=100 >/dev/null 2>&1
 "$LOOPKIT" train "$EX" --out "$T/part" --quiet --set loop.max_steps=40 >/dev/null 2>&1
-expect 0 'trained 100 steps' "--resume continues a run" \
+expect 0 "trained 100 steps.*run directory $T/part\$" "--resume continues a run, in its directory" \
   -- train "$EX" --resume "$T/part/checkpoints/last.ckpt" --set loop.max_steps=100
 check "resumed run equals the uninterrupted one, bit for bit" \
   sh -c "'$LOOPKIT' dump '$T/full/checkpoints/last.ckpt' >'$T/a'; '$LOOPKIT' dump '$T/part/checkpoints/last.ckpt' >'$T/b'; cmp -s '$T/a' '$T/b'"

@@ -65,12 +65,16 @@ static int on_train_epoch_end(void *s, uint64_t e) {
 static int on_train_end(void *s) {
   return hook(s, "on_train_end");
 }
+static int on_validation_start(void *s) {
+  return hook(s, "on_validation_start");
+}
 
 static const lk_callback_ops ops = {
     on_train_start,           on_train_epoch_start,    on_train_batch_start,
     on_before_zero_grad,      on_before_backward,      on_after_backward,
     on_before_optimizer_step, on_after_optimizer_step, on_train_batch_end,
-    on_validation_end,        on_train_epoch_end,      on_train_end};
+    on_validation_end,        on_train_epoch_end,      on_train_end,
+    on_validation_start};
 
 static const lk_option options[] = {{"trace", LK_OPT_STRING, NULL,
                                      "file that receives one line per hook",
