@@ -3,10 +3,12 @@
  * For the Rosenbrock step, the zero zero_grad and the Rosenbrock backward it
  * measures nanoseconds per evaluation of (1) the three plugin functions
  * called directly from C, (2) the same three through the loopkit closure
- * pointer an optimizer receives, and (3) that pointer with the simple
- * profiler on. Rounds interleave the three; medians are printed.
+ * pointer an optimizer receives, and (3) that pointer with the simple and
+ * the trace profiler, which wrap every entry with a libffi closure. Rounds
+ * interleave them; medians are printed.
  *
- * Run from the build tree: LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/closure */
+ * Run from the build tree: LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/closure
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,12 +87,32 @@ static double thunk_cost(long iters) {
   return median(cost, ROUNDS);
 }
 
-static void bench(int n, long iters, const char *tmp) {
-  char d1[512], d2[512];
-  snprintf(d1, sizeof d1, "%s/plain-%d", tmp, n);
-  snprintf(d2, sizeof d2, "%s/profiled-%d", tmp, n);
-  lk_run *plain = open_run(d1, n, NULL), *prof = open_run(d2, n, "simple");
+/* The trace profiler writes about 80 bytes per action into the run
+ * directory's trace.json: it runs a tenth of the evaluations, and the file
+ * is emptied after each round (its writes continue at their offset, into a
+ * sparse file) so the disk does not fill. */
+#define TRACE_SHARE 10
 
+static void empty_trace(const char *dir) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  if (truncate(path, 0) != 0) {
+    perror(path);
+    exit(1);
+  }
+}
+
+/* Actions one profiled evaluation starts and stops: the closure, then
+ * training_step, zero_grad and backward inside it. */
+#define ACTIONS 4
+
+static void bench(int n, long iters, const char *tmp) {
+  char d1[512], d2[512], d3[512];
+  snprintf(d1, sizeof d1, "%s/plain-%d", tmp, n);
+  snprintf(d2, sizeof d2, "%s/simple-%d", tmp, n);
+  snprintf(d3, sizeof d3, "%s/trace-%d", tmp, n);
+  lk_run *plain = open_run(d1, n, NULL), *simple = open_run(d2, n, "simple"),
+         *trace = open_run(d3, n, "trace");
   const lk_descriptor *sd, *zd, *bd;
   void *s = lk_run_instance(plain, "step", &sd);
   void *z = lk_run_instance(plain, "zero_grad", &zd);
@@ -99,9 +121,10 @@ static void bench(int n, long iters, const char *tmp) {
   lk_tensor *const *params = lk_run_params(plain, &np);
   lk_batch batch = {0};
   lk_closure_fn closure = lk_run_closure(plain);
-  lk_closure_fn profiled = lk_run_closure(prof);
-
-  double direct[ROUNDS], through[ROUNDS], profiling[ROUNDS];
+  lk_closure_fn with_simple = lk_run_closure(simple);
+  lk_closure_fn with_trace = lk_run_closure(trace);
+  double direct[ROUNDS], through[ROUNDS], prof_simple[ROUNDS],
+      prof_trace[ROUNDS];
   for (int r = 0; r < ROUNDS; r++) {
     double t0 = now_ns();
     for (long i = 0; i < iters; i++) {
@@ -118,18 +141,25 @@ static void bench(int n, long iters, const char *tmp) {
       sink = closure();
     double t2 = now_ns();
     for (long i = 0; i < iters; i++)
-      sink = profiled();
+      sink = with_simple();
     double t3 = now_ns();
+    for (long i = 0; i < iters / TRACE_SHARE; i++)
+      sink = with_trace();
+    double t4 = now_ns();
+    empty_trace(d3);
     direct[r] = (t1 - t0) / (double)iters;
     through[r] = (t2 - t1) / (double)iters;
-    profiling[r] = (t3 - t2) / (double)iters;
+    prof_simple[r] = (t3 - t2) / (double)iters;
+    prof_trace[r] = (t4 - t3) / (double)(iters / TRACE_SHARE);
   }
   double md = median(direct, ROUNDS), mc = median(through, ROUNDS),
-         mp = median(profiling, ROUNDS);
-  printf("%-6d %14.1f %14.1f %14.1f %10.3f %12.1f %12.1f\n", n, md, mc, mp,
-         mc / md, mc - md, mp - mc);
+         ms = median(prof_simple, ROUNDS), mt = median(prof_trace, ROUNDS);
+  printf("%-6d %10.1f %10.1f %8.3f %10.1f %12.1f %10.1f %12.1f %10.1f\n", n, md,
+         mc, mc / md, mc - md, ms, (ms - mc) / ACTIONS, mt,
+         (mt - mc) / ACTIONS);
   lk_run_free(plain);
-  lk_run_free(prof);
+  lk_run_free(simple);
+  lk_run_free(trace);
 }
 
 int main(int argc, char **argv) {
@@ -141,16 +171,20 @@ int main(int argc, char **argv) {
   }
   printf("bench/closure: ns per evaluation, median of %d rounds of %ld\n",
          ROUNDS, iters);
-  printf("%-6s %14s %14s %14s %10s %12s %12s\n", "n", "direct", "closure",
-         "closure+prof", "ratio", "overhead", "profiler");
+  printf("%-6s %10s %10s %8s %10s %12s %10s %12s %10s\n", "n", "direct",
+         "closure", "ratio", "overhead", "+simple", "/action", "+trace",
+         "/action");
   bench(2, iters, tmp);
   bench(100, iters / 20, tmp);
   printf("\ndirect: the step, zero_grad and backward plugin entries called "
-         "from C;\nclosure: the pointer the optimizer receives; ratio = "
-         "closure / direct;\noverhead = closure - direct; profiler = "
-         "(closure+prof) - closure.\nlibffi's trampoline alone (a wrap of "
-         "an empty function): %.1f ns\n",
-         thunk_cost(iters));
+         "from C;\nclosure: the pointer the optimizer receives, unprofiled; "
+         "ratio = closure / direct;\noverhead = closure - direct; +simple, "
+         "+trace: the closure with that profiler;\n/action: the profiler's "
+         "cost per profiled action ((+profiler - closure) / %d:\nthe "
+         "closure, training_step, zero_grad and backward are each wrapped).\n"
+         "trace writes its trace.json (page cache, not fsynced). libffi's "
+         "trampoline\nalone (a wrap of an empty function): %.1f ns\n",
+         ACTIONS, thunk_cost(iters));
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   return system(cmd) == 0 ? 0 : 1;
