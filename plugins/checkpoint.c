@@ -1,0 +1,241 @@
+/* checkpoint: keeps the save_top_k best checkpoints by a monitored metric,
+ * as Lightning's ModelCheckpoint, named as it names them,
+ * RUN_DIR/checkpoints/epoch=E-step=S.ckpt (E the 0-based epoch, S the
+ * optimizer steps taken); the loop itself writes last.ckpt. A value is kept
+ * when fewer than save_top_k are, or when it is strictly better than the
+ * worst kept one, which is then deleted (after the new file is written, so
+ * that a crash leaves one file too many, never one too few). Non-finite
+ * values are never kept. save_top_k = -1 keeps every checked value; 0
+ * keeps none.
+ *
+ * best.ckpt is the best so far, written beside its epoch=E-step=S.ckpt at
+ * the same moment (the loop writes both where its state is whole: after
+ * the epoch's validation and scheduler step), so the two are identical.
+ *
+ * The kept list (score, epoch, step), best first, is host state, so a
+ * resumed run goes on from it and deletes the files an earlier process
+ * wrote; files another run directory holds are not there to delete. With
+ * save_top_k = -1 nothing is ever deleted, so only the best is tracked. */
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "monitor.h"
+
+enum { SCORE, EPOCH, STEP, N_FIELDS };
+
+typedef struct entry {
+  double score;
+  uint64_t epoch, step;
+} entry;
+
+typedef struct checkpoint {
+  lk_host *host;
+  monitor m;
+  int64_t top_k;     /* -1: every one, 0: none */
+  size_t cap;        /* rows of kept */
+  lk_tensor *kept;   /* f64[cap, N_FIELDS], best first */
+  lk_tensor *n_kept; /* f64[1] */
+  lk_tensor *checks; /* f64[1]: checks made, for the warning at the end */
+} checkpoint;
+
+static void destroy(void *self) {
+  checkpoint *s = self;
+  monitor_free(&s->m);
+  free(s);
+}
+
+static int add_state(checkpoint *s, lk_host *host) {
+  size_t one = 1, shape[2] = {s->cap, N_FIELDS};
+  int rc = lk_host_add_state(host, "kept", LK_F64, 2, shape, &s->kept);
+  if (rc == 0)
+    rc = lk_host_add_state(host, "n_kept", LK_F64, 1, &one, &s->n_kept);
+  if (rc == 0)
+    rc = lk_host_add_state(host, "checks", LK_F64, 1, &one, &s->checks);
+  return rc;
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  int64_t top_k = lk_opt_int(o, "save_top_k");
+  if (top_k < -1)
+    return lk_fail(host, LK_ECONFIG,
+                   "option save_top_k = %lld: must be >= -1 (-1 keeps every "
+                   "checkpoint, 0 none, K the K best)",
+                   (long long)top_k);
+  if (top_k > 100000)
+    return lk_fail(host, LK_ECONFIG,
+                   "option save_top_k = %lld: at most 100000 (use -1 to keep "
+                   "every checkpoint)",
+                   (long long)top_k);
+  checkpoint *s = calloc(1, sizeof *s);
+  if (!s)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->host = host;
+  s->top_k = top_k;
+  s->cap = top_k > 0 ? (size_t)top_k : 1;
+  int rc = monitor_init(&s->m, host, o);
+  if (rc == 0)
+    rc = add_state(s, host);
+  if (rc != 0) {
+    destroy(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+static size_t count(const checkpoint *s) {
+  double n = *(const double *)s->n_kept->data;
+  return (size_t)n;
+}
+
+static entry get(const checkpoint *s, size_t i) {
+  const double *row = (const double *)s->kept->data + i * N_FIELDS;
+  return (entry){row[SCORE], (uint64_t)row[EPOCH], (uint64_t)row[STEP]};
+}
+
+static void put(checkpoint *s, size_t i, entry e) {
+  double *row = (double *)s->kept->data + i * N_FIELDS;
+  row[SCORE] = e.score;
+  row[EPOCH] = (double)e.epoch;
+  row[STEP] = (double)e.step;
+}
+
+static void file_name(char *buf, size_t len, entry e) {
+  snprintf(buf, len, "epoch=%llu-step=%llu.ckpt", (unsigned long long)e.epoch,
+           (unsigned long long)e.step);
+}
+
+/* Strictly better: a tie keeps the older file, as Lightning does. */
+static bool better(const checkpoint *s, double a, double b) {
+  return s->m.max ? a > b : a < b;
+}
+
+/* Where E goes in the list (best first), or cap when it is not kept. */
+static size_t position(const checkpoint *s, entry e) {
+  size_t n = count(s), i = 0;
+  while (i < n && !better(s, e.score, get(s, i).score))
+    i++;
+  if (s->top_k == -1) /* only the best is tracked; every file stays */
+    return i == 0 ? 0 : s->cap;
+  return i < s->cap ? i : s->cap;
+}
+
+/* Inserts E at POS; *EVICTED gets the entry that fell out of the list. */
+static bool insert(checkpoint *s, size_t pos, entry e, entry *evicted) {
+  size_t n = count(s);
+  bool full = n == s->cap;
+  if (full) {
+    *evicted = get(s, n - 1);
+    n--;
+  }
+  for (size_t i = n; i > pos; i--)
+    put(s, i, get(s, i - 1));
+  put(s, pos, e);
+  *(double *)s->n_kept->data = (double)(n + 1);
+  return full && s->top_k != -1;
+}
+
+static int remove_file(checkpoint *s, entry e) {
+  const char *dir = lk_host_run_dir(s->host);
+  char name[96];
+  file_name(name, sizeof name, e);
+  size_t len = strlen(dir) + sizeof "/checkpoints/" + strlen(name);
+  char *path = malloc(len);
+  if (!path)
+    return lk_fail(s->host, LK_ENOMEM, "out of memory");
+  snprintf(path, len, "%s/checkpoints/%s", dir, name);
+  int rc = 0;
+  if (unlink(path) == 0)
+    lk_log(s->host, LK_LOG_DEBUG, "removed %s (no longer in the top %lld)",
+           name, (long long)s->top_k);
+  else if (errno != ENOENT) /* ENOENT: resumed in another run directory */
+    rc =
+        lk_fail(s->host, LK_EIO, "cannot remove %s: %s", path, strerror(errno));
+  free(path);
+  return rc;
+}
+
+static int keep(checkpoint *s, entry e) {
+  for (size_t i = 0; i < count(s); i++)
+    if (get(s, i).epoch == e.epoch && get(s, i).step == e.step)
+      return 0; /* kept already: a run resumed from this very file */
+  size_t pos = position(s, e);
+  if (pos == s->cap && s->top_k != -1)
+    return 0;
+  entry evicted = {0, 0, 0};
+  bool evict = pos < s->cap && insert(s, pos, e, &evicted);
+  char name[96];
+  file_name(name, sizeof name, e);
+  /* After the list changed: the file holds the list it is in. */
+  int rc = lk_host_save_checkpoint(s->host, name);
+  if (rc == 0 && evict)
+    rc = remove_file(s, evicted);
+  if (rc == 0 && pos == 0) {
+    lk_log(s->host, LK_LOG_INFO, "new best %s %.6g at epoch %llu: %s",
+           s->m.name, e.score, (unsigned long long)e.epoch, name);
+    rc = lk_host_save_checkpoint(s->host, "best.ckpt");
+  }
+  return rc;
+}
+
+static int check(checkpoint *s, const lk_step_result *val) {
+  if (s->top_k == 0)
+    return 0;
+  entry e;
+  int rc = monitor_read(&s->m, s->host, val, &e.score);
+  if (rc != 0)
+    return rc;
+  *(double *)s->checks->data += 1;
+  lk_host_progress(s->host, &e.epoch, &e.step);
+  if (!isfinite(e.score)) {
+    lk_log(s->host, LK_LOG_INFO, "%s = %g at epoch %llu: not kept", s->m.name,
+           e.score, (unsigned long long)e.epoch);
+    return 0;
+  }
+  return keep(s, e);
+}
+
+static int on_validation_end(void *self, const lk_step_result *result) {
+  checkpoint *s = self;
+  return s->m.at_validation ? check(s, result) : 0;
+}
+
+static int on_train_epoch_end(void *self, uint64_t epoch) {
+  checkpoint *s = self;
+  (void)epoch;
+  return s->m.at_validation ? 0 : check(s, NULL);
+}
+
+static int on_train_end(void *self) {
+  checkpoint *s = self;
+  if (s->top_k != 0)
+    monitor_warn_unchecked(&s->m, s->host, *(double *)s->checks->data > 0);
+  return 0;
+}
+
+static const lk_option options[] = {
+    MONITOR_OPTIONS,
+    {"save_top_k", LK_OPT_INT, "1",
+     "how many of the best checkpoints to keep: K >= 1, -1 every one, 0 none",
+     NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_callback_ops callback_ops = {
+    .on_validation_end = on_validation_end,
+    .on_train_epoch_end = on_train_epoch_end,
+    .on_train_end = on_train_end,
+};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "checkpoint",
+    .version = "1.0",
+    .summary = "keeps the best checkpoints by a monitored metric and "
+               "best.ckpt, as Lightning's ModelCheckpoint",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .callback = &callback_ops,
+};
