@@ -205,3 +205,7 @@ uint64_t lk_closure_calls(const lk_closure *c) {
 void lk_closure_set_caller(lk_closure *c, const char *optimizer_name) {
   c->caller = optimizer_name ? optimizer_name : "?";
 }
+
+int lk__closure_error(const lk_closure *c) {
+  return c->err;
+}

@@ -154,6 +154,19 @@ lk_tensor *const *lk_host_params(lk_host *host, size_t *n) {
   return host->run->params;
 }
 
+lk_tensor *const *lk_host_states(lk_host *host, size_t *n) {
+  *n = host->run->n_states;
+  return host->run->states;
+}
+
+int lk_host_rank(lk_host *host) {
+  return host->run->rank;
+}
+
+int lk_host_world_size(lk_host *host) {
+  return host->run->world;
+}
+
 lk_rng *lk_host_rng(lk_host *host) {
   return &host->run->rng;
 }
@@ -206,8 +219,7 @@ int lk_host_backward(lk_host *host, const lk_batch *batch, double loss,
       (rc = run->calls.backward(run->backward->self, batch, scale)) != 0)
     rc = lk__err_prefix(rc, "backward of plugin %s", run->backward->name);
   if (rc == 0)
-    rc = lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
-                  "on_after_backward");
+    rc = lk__after_backward(run);
   return rc;
 }
 
@@ -265,6 +277,49 @@ int lk__hook(lk_run *run, size_t offset, const char *hook) {
       return lk__err_prefix(rc, "%s of plugin %s", hook, cb->name);
   }
   return 0;
+}
+
+/* After every backward: the gradients averaged over the processes, then
+ * on_after_backward, so that callbacks and clipping see the averages.
+ * Inside an accumulation window only the last backward reduces: the sum of
+ * the window's gradients is averaged once (as DDP's no_sync does). */
+int lk__after_backward(lk_run *run) {
+  int rc = 0;
+  if (run->strategy && run->strategy->desc->strategy->reduce_gradients &&
+      !run->accumulating &&
+      (rc = run->strategy->desc->strategy->reduce_gradients(
+           run->strategy->self, run->params, run->n_params)) != 0)
+    return lk__err_prefix(rc, "reduce_gradients of plugin %s",
+                          run->strategy->name);
+  return lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
+                  "on_after_backward");
+}
+
+/* Sums N values over the processes (nothing to do in a single one). */
+int lk__reduce_sum(lk_run *run, double *values, size_t n) {
+  if (run->world <= 1 || n == 0)
+    return 0;
+  int rc = run->strategy->desc->strategy->reduce_metrics(run->strategy->self,
+                                                         values, n);
+  return rc ? lk__err_prefix(rc, "reduce_metrics of plugin %s",
+                             run->strategy->name)
+            : 0;
+}
+
+/* A failed process stops the others, which would otherwise wait for it in
+ * a collective forever. */
+void lk__abort_others(lk_run *run, int status, const char *message) {
+  lk__instance *in = run->strategy;
+  if (!in || !in->created || lk__plugin_minor(in->plugin) < 2 ||
+      !in->desc->strategy->abort)
+    return;
+  const lk_strategy_ops *ops = in->desc->strategy;
+  /* Before setup the run does not know its world yet: ask. */
+  int world = run->world > 1    ? run->world
+              : ops->world_size ? ops->world_size(in->self)
+                                : 1;
+  if (world > 1)
+    ops->abort(in->self, status, message);
 }
 
 int lk__hook_before_backward(lk_run *run, double loss) {
@@ -430,6 +485,8 @@ int lk_host_save_checkpoint(lk_host *host, const char *file) {
                    "plugin %s: checkpoint name \"%s\" is not a plain file "
                    "name other than last.ckpt",
                    host->inst->name, file ? file : "(null)");
+  if (run->rank != 0)
+    return 0; /* rank 0 writes the run directory */
   if (!run->dir)
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
                    host->inst->name, file);

@@ -32,6 +32,13 @@ int lk__read_file(const char *path, const char *what, char **out,
  * table gained after it must not be read. */
 unsigned lk__plugin_minor(const lk_plugin *p);
 
+/* closure.c: the error of C's last evaluation (0: it did not fail). */
+int lk__closure_error(const lk_closure *c);
+
+/* wrap.c: a closure that returns MAP(ctx, the loss INNER returns). */
+int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),
+                    void *ctx, lk_wrap **out);
+
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);
 double lk__element(lk_dtype dtype, const void *buf, size_t i);

@@ -128,6 +128,8 @@ int lk__write_checkpoint(lk_run *run, const char *path) {
  * between steps (or epochs): resuming one continues exactly from here. */
 int lk__write_pending(lk_run *run) {
   int rc = 0;
+  if (run->rank != 0)
+    run->n_pending = 0; /* never asked for: see lk_host_save_checkpoint */
   for (size_t i = 0; i < run->n_pending; i++) {
     char *path =
         rc == 0 ? lk__asprintf("%s/checkpoints/%s", run->dir, run->pending[i])
@@ -169,13 +171,21 @@ static int save(lk_run *run) {
 }
 
 int lk__save_checkpoint(lk_run *run) {
+  if (run->rank != 0)
+    return 0; /* rank 0 writes the run's checkpoints */
   int rc = save(run);
   return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
 }
 
 /* After a step: a signal asked the run to stop. */
+/* A signal asked the run to stop: in one process, as soon as it came;
+ * with several, once they all know (agree()), so they stop together. */
+static bool signalled(const lk_run *run) {
+  return run->world > 1 ? run->interrupt_agreed : run->interrupted;
+}
+
 static int interrupted(lk_run *run) {
-  if (!run->interrupted)
+  if (!signalled(run))
     return 0;
   int rc = run->calls.save(run);
   if (rc != 0)
@@ -250,10 +260,17 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
       (rc = lk__hook(run, offsetof(lk_callback_ops, on_validation_start),
                      "on_validation_start")) != 0)
     return rc;
+  /* Several processes share the batches (b = rank, rank + world, ...) and
+   * add up their sums; with fewer batches than processes each does all. */
+  size_t first = 0, stride = 1;
+  if (run->world > 1 && nb >= (size_t)run->world) {
+    first = (size_t)run->rank;
+    stride = (size_t)run->world;
+  }
   double loss_sum = 0, samples = 0, sums[LK_MAX_METRICS] = {0};
   lk_step_result r = {0};
   memset(mean, 0, sizeof *mean);
-  for (size_t b = 0; b < nb; b++) {
+  for (size_t b = first; b < nb; b += stride) {
     lk_batch batch = {0};
     if ((rc = run->calls.data_batch(run->data->self, split, b, &batch)) != 0)
       return lk__err_prefix(rc, "batch %zu of data plugin %s", b,
@@ -274,6 +291,15 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
     }
     mean->n_metrics = r.n_metrics;
     mean->has_loss = r.has_loss;
+  }
+  if (stride > 1) {
+    double v[LK_MAX_METRICS + 2] = {loss_sum, samples};
+    memcpy(v + 2, sums, sizeof sums);
+    if ((rc = lk__reduce_sum(run, v, LK_MAX_METRICS + 2)) != 0)
+      return rc;
+    loss_sum = v[0];
+    samples = v[1];
+    memcpy(sums, v + 2, sizeof sums);
   }
   mean->loss = loss_sum / samples;
   for (size_t m = 0; m < mean->n_metrics; m++)
@@ -314,6 +340,8 @@ static int log_row(lk_run *run, uint64_t step, const double *loss,
     lk__metric_seen(run, "loss", *loss);
   for (size_t i = 0; i < nm->n; i++)
     lk__metric_seen(run, nm->cells[i].name, nm->cells[i].value);
+  if (!run->metrics)
+    return 0; /* not rank 0: it writes metrics.csv */
   return lk__metrics_row(run->metrics, step, run->progress.epoch, loss,
                          nm->cells, nm->n);
 }
@@ -372,6 +400,31 @@ static int consume(lk_run *run, lk_step_result *r) {
   return rc;
 }
 
+/* With several processes, at the end of every window: the window's loss
+ * and the step's metrics become their means over the processes, and a
+ * stop asked for on any process (a signal, a callback) holds for all of
+ * them, after this same step. */
+static int agree(lk_run *run, window *win, lk_step_result *r) {
+  if (run->world <= 1)
+    return 0;
+  double v[LK_MAX_METRICS + 3];
+  size_t n = 0;
+  v[n++] = win->has_loss ? win->loss : 0;
+  for (size_t m = 0; m < r->n_metrics; m++)
+    v[n++] = r->metrics[m].value;
+  v[n++] = run->interrupted ? 1 : 0;
+  v[n++] = run->stop_requested ? 1 : 0;
+  int rc = lk__reduce_sum(run, v, n);
+  if (rc != 0)
+    return rc;
+  win->loss = v[0] / run->world;
+  for (size_t m = 0; m < r->n_metrics; m++)
+    r->metrics[m].value = v[1 + m] / run->world;
+  run->interrupt_agreed = v[n - 2] > 0;
+  run->stop_requested = v[n - 1] > 0;
+  return 0;
+}
+
 static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
                        window *win) {
   int rc;
@@ -392,7 +445,9 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
     if ((rc = consume(run, &r)) != 0)
       return rc;
   } else if (!window_end) {
+    run->accumulating = true;
     run->plain_closure();
+    run->accumulating = false;
     if ((rc = consume(run, &r)) != 0)
       return rc;
   } else {
@@ -420,6 +475,8 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
     return rc;
   p->batch++;
   p->accum = window_end ? 0 : p->accum + 1;
+  if (window_end && (rc = agree(run, win, &r)) != 0)
+    return rc;
   if (window_end) {
     named nm = {.n = 0};
     for (size_t m = 0; m < r.n_metrics; m++)
@@ -486,6 +543,25 @@ int lk__train_epoch(lk_run *run) {
   else if (nb == 0)
     rc = lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
                  run->data->name);
+  /* Several processes: each takes every world-th batch of the epoch's
+   * order, the same count each (they step together), so that K processes
+   * with batches of B train as one with batches of K*B. */
+  size_t world = (size_t)run->world, rank = (size_t)run->rank;
+  if (rc == 0 && world > 1) {
+    if (nb < world)
+      rc = lk__err(LK_ECONFIG,
+                   "data plugin %s has %zu training batches for %zu "
+                   "processes: every process needs at least one",
+                   run->data->name, nb, world);
+    else if (nb % world && !run->warned_shards) {
+      lk__log(run, LK_LOG_WARN,
+              "%zu training batches over %zu processes: the last %zu of "
+              "each epoch are left out",
+              nb, world, nb % world);
+      run->warned_shards = true;
+    }
+    nb /= world;
+  }
   window win = {0};
   if (rc == 0)
     lk__meter_start(run, p->batch, nb);
@@ -493,15 +569,16 @@ int lk__train_epoch(lk_run *run) {
   size_t losses = 0;
   for (size_t b = p->batch; rc == 0 && b < nb; b++) {
     lk_batch batch = {0};
-    rc = run->calls.data_batch(run->data->self, LK_SPLIT_TRAIN, b, &batch);
+    size_t index = b * world + rank;
+    rc = run->calls.data_batch(run->data->self, LK_SPLIT_TRAIN, index, &batch);
     if (rc != 0) {
-      rc =
-          lk__err_prefix(rc, "batch %zu of data plugin %s", b, run->data->name);
+      rc = lk__err_prefix(rc, "batch %zu of data plugin %s", index,
+                          run->data->name);
       break;
     }
     batch.split = LK_SPLIT_TRAIN;
     batch.epoch = p->epoch;
-    batch.index = b;
+    batch.index = index;
     uint64_t before = p->global_step;
     rc = train_batch(run, &batch, b + 1 == nb, &win);
     if (rc == 0)
@@ -513,7 +590,7 @@ int lk__train_epoch(lk_run *run) {
     }
     if (steps_done(run) || run->stop_requested)
       break;
-    if (rc == 0 && p->accum == 0 && run->interrupted && b + 1 < nb)
+    if (rc == 0 && p->accum == 0 && signalled(run) && b + 1 < nb)
       return interrupted(run);
   }
   if (rc != 0)
@@ -594,9 +671,7 @@ int lk__loop_run(lk_run *run) {
   return rc;
 }
 
-int lk_run_train(lk_run *run) {
-  if (!run->dir)
-    return lk__err(LK_ESTATE, "this run was set up without a run directory");
+static int open_metrics(lk_run *run) {
   char *path = lk__asprintf("%s/metrics.csv", run->dir);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
@@ -604,5 +679,19 @@ int lk_run_train(lk_run *run) {
       run->resumed ? (int64_t) * (double *)run->rows_state->data : -1;
   int rc = run->metrics ? 0 : lk__metrics_open(path, keep, &run->metrics);
   free(path);
-  return rc == 0 ? lk__loop_run(run) : rc;
+  return rc;
+}
+
+int lk_run_train(lk_run *run) {
+  if (!run->dir && run->rank == 0)
+    return lk__err(LK_ESTATE, "this run was set up without a run directory");
+  int rc = run->rank == 0 ? open_metrics(run) : 0;
+  if (rc == 0)
+    rc = lk__loop_run(run);
+  if (rc != 0 && rc != LK_EINTERRUPTED) {
+    char msg[2048];
+    snprintf(msg, sizeof msg, "training failed: %s", lk_last_error());
+    lk__abort_others(run, rc == LK_ECONFIG ? 2 : 1, msg);
+  }
+  return rc;
 }

@@ -553,15 +553,7 @@ static int hook_before_backward(void *ctx, double loss) {
 }
 
 static int hook_after_backward(void *ctx) {
-  lk_run *run = ctx;
-  int rc = 0;
-  if (run->strategy && run->strategy->desc->strategy->reduce_gradients &&
-      (rc = run->strategy->desc->strategy->reduce_gradients(
-           run->strategy->self, run->params, run->n_params)) != 0)
-    return lk__err_prefix(rc, "reduce_gradients of plugin %s",
-                          run->strategy->name);
-  return lk__hook(ctx, offsetof(lk_callback_ops, on_after_backward),
-                  "on_after_backward");
+  return lk__after_backward(ctx);
 }
 
 /* After each evaluation the optimizer asks for: on_before_optimizer_step,
@@ -618,6 +610,26 @@ static int profile_as(lk_run *run, int id, lk__signature sig, void *slot) {
   run->n_profiled++;
   memcpy(slot, &fn, sizeof fn);
   return 0;
+}
+
+/* Several processes: the optimizer sees the loss averaged over them, as
+ * it sees the gradients, so that every process takes the same decisions
+ * (a line search's, a NaN's) and they stay in step. */
+static double mean_loss(void *ctx, double loss) {
+  lk_run *run = ctx;
+  /* A failed evaluation may have skipped the gradients' reduction: this
+   * process leaves the collectives and fails, and its abort stops the
+   * others. */
+  if (lk__closure_error(run->closure) != 0 || run->hook_rc != 0)
+    return NAN;
+  double sum = loss;
+  int rc = lk__reduce_sum(run, &sum, 1);
+  if (rc != 0) {
+    run->hook_rc = rc;
+    snprintf(run->hook_msg, sizeof run->hook_msg, "%s", lk_last_error());
+    return NAN;
+  }
+  return sum / run->world;
 }
 
 static int action(lk_run *run, const char *name, int *id) {
@@ -721,6 +733,11 @@ static int build_closures(lk_run *run) {
       return rc;
     fn = lk_wrap_function(run->after_wrap);
   }
+  if (run->world > 1 && !run->loop.manual) {
+    if ((rc = lk__closure_map(fn, mean_loss, run, &run->mean_wrap)) != 0)
+      return rc;
+    fn = lk_wrap_function(run->mean_wrap);
+  }
   /* The closure as a whole: what the optimizer calls, and what the loop
    * calls between steps of an accumulation window. */
   int id;
@@ -806,6 +823,30 @@ static int resume(lk_run *run, const char *path) {
 /* ---- lk_run_new ------------------------------------------------------------
  */
 
+/* The strategy's view of the processes, then its setup. Every process but
+ * rank 0 logs only errors: rank 0 speaks for the run. */
+static int strategy_setup(lk_run *run) {
+  const lk_strategy_ops *ops = run->strategy->desc->strategy;
+  run->rank = ops->rank ? ops->rank(run->strategy->self) : 0;
+  run->world = ops->world_size ? ops->world_size(run->strategy->self) : 1;
+  if (run->world < 1 || run->rank < 0 || run->rank >= run->world)
+    return lk__err(LK_EPLUGIN, "strategy %s says rank %d of %d processes",
+                   run->strategy->name, run->rank, run->world);
+  if (run->world > 1 && !ops->reduce_metrics)
+    return lk__err(LK_EKIND,
+                   "strategy %s runs %d processes but has no reduce_metrics",
+                   run->strategy->name, run->world);
+  if (run->rank != 0 && run->opts.verbosity > LK_LOG_ERROR)
+    run->opts.verbosity = LK_LOG_ERROR;
+  if (run->rank != 0)
+    run->opts.progress = NULL;
+  int rc = ops->setup
+               ? ops->setup(run->strategy->self, run->params, run->n_params)
+               : 0;
+  return rc ? lk__err_prefix(rc, "setup of strategy %s", run->strategy->name)
+            : 0;
+}
+
 /* Creates IN (once), with its options from the source config. Instances
  * are destroyed in the reverse of this order. */
 int lk__instance_create(lk_run *run, lk__instance *in) {
@@ -852,6 +893,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     run->opts = *opts;
   else
     run->opts.verbosity = LK_LOG_INFO;
+  run->world = 1;
   int rc = parse_loop(run, cfg);
   if (rc == 0)
     rc = parse_plugins(run, cfg);
@@ -885,10 +927,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
                  "plugin %s (the step) created no parameters: nothing to "
                  "train",
                  run->step->name);
-  if (rc == 0 && run->strategy && run->strategy->desc->strategy->setup &&
-      (rc = run->strategy->desc->strategy->setup(
-           run->strategy->self, run->params, run->n_params)) != 0)
-    rc = lk__err_prefix(rc, "setup of strategy %s", run->strategy->name);
+  if (rc == 0 && run->strategy)
+    rc = strategy_setup(run);
   if (rc == 0)
     rc = effective_config(run, cfg);
   if (rc == 0)
@@ -896,9 +936,10 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   if (rc == 0 && run->opts.resume)
     rc = resume(run, run->opts.resume);
   run->resumed = rc == 0 && run->opts.resume;
-  if (rc == 0 && !run->opts.no_run_dir)
+  bool writes_dir = !run->opts.no_run_dir && run->rank == 0;
+  if (rc == 0 && writes_dir)
     rc = make_run_dir(run, lk_config_path(cfg));
-  if (rc == 0 && !run->opts.no_run_dir)
+  if (rc == 0 && writes_dir)
     rc = write_config(run);
   if (rc == 0 && run->dir &&
       !(run->last_ckpt = lk__asprintf("%s/checkpoints/last.ckpt", run->dir)))
@@ -906,6 +947,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   if (rc != 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", lk_last_error());
+    lk__abort_others(run, 2, msg);
     lk_run_free(run);
     return lk__err(rc, "%s", msg);
   }
@@ -915,6 +957,14 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
 
 const char *lk_run_dir(const lk_run *run) {
   return run->dir;
+}
+
+uint64_t lk_run_steps(const lk_run *run) {
+  return run->progress.global_step;
+}
+
+int lk_run_rank(const lk_run *run) {
+  return run->rank;
 }
 
 lk_closure_fn lk_run_closure(lk_run *run) {
@@ -959,7 +1009,7 @@ int lk_run_summary(const lk_run *run, char *buf, size_t len) {
     snprintf(loss, sizeof loss, "; last loss %.9g", run->last_loss);
   snprintf(buf, len, "trained %llu steps%s in %.3f s%s; run directory %s",
            (unsigned long long)run->progress.global_step, epochs, run->seconds,
-           loss, run->dir);
+           loss, run->dir ? run->dir : "(none: rank 0 writes it)");
   return 0;
 }
 
@@ -969,6 +1019,7 @@ void lk_run_free(lk_run *run) {
   lk__metrics_close(run->metrics);
   /* Closures point into plugin code: free them before any dlclose. */
   lk_wrap_free(run->after_wrap);
+  lk_wrap_free(run->mean_wrap);
   for (size_t i = 0; i < run->n_profiled; i++)
     lk__profiled_free(run->profiled[i]);
   lk_closure_free(run->closure);

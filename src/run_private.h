@@ -115,7 +115,7 @@ struct lk_run {
 
   lk_batch no_data_batch;
   lk_closure *closure;
-  lk_wrap *after_wrap;
+  lk_wrap *after_wrap, *mean_wrap;
   lk_closure_fn opt_closure;   /* what the optimizer receives */
   lk_closure_fn plain_closure; /* what the loop calls between steps */
 
@@ -124,9 +124,13 @@ struct lk_run {
   struct lk__profiled *profiled[LK__MAX_PROFILED]; /* wrappers to free */
   size_t n_profiled;
 
+  int rank, world; /* from the strategy: 0 and 1 without one */
   lk__progress progress;
   bool stop_requested;
   volatile sig_atomic_t interrupted;
+  bool interrupt_agreed; /* by every process, at the last window's end */
+  bool accumulating;     /* a batch inside an accumulation window */
+  bool warned_shards;
   lk_tensor *rows_state; /* metrics.csv rows a checkpoint has seen */
   bool resumed;
   char *last_ckpt;
@@ -181,6 +185,9 @@ int lk__add_tensor(lk_run *run, lk__instance *inst, const char *name,
 void lk__free_tensors(lk_run *run);
 int lk__hook(lk_run *run, size_t offset, const char *hook);
 int lk__hook_before_backward(lk_run *run, double loss);
+int lk__after_backward(lk_run *run);
+int lk__reduce_sum(lk_run *run, double *values, size_t n);
+void lk__abort_others(lk_run *run, int status, const char *message);
 void lk__log(lk_run *run, lk_log_level level, const char *fmt, ...)
     LK_PRINTF(3, 4);
 void lk__metric_seen(lk_run *run, const char *name, double value);

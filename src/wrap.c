@@ -11,8 +11,9 @@
 
 struct lk_wrap {
   lk_closure_fn inner;
-  int (*then)(void *ctx, double loss); /* lk_closure_then */
-  void (*before)(void *ctx);           /* lk_closure_around */
+  double (*map)(void *ctx, double loss); /* lk__closure_map */
+  int (*then)(void *ctx, double loss);   /* lk_closure_then */
+  void (*before)(void *ctx);             /* lk_closure_around */
   void (*after)(void *ctx);
   void *ctx;
   lk__thunk thunk;
@@ -35,6 +36,13 @@ static void around_handler(ffi_cif *cif, void *ret, void **args, void *user) {
   double loss = w->inner();
   w->after(w->ctx);
   *(double *)ret = loss;
+}
+
+static void map_handler(ffi_cif *cif, void *ret, void **args, void *user) {
+  const lk_wrap *w = user;
+  LK_UNUSED(cif);
+  LK_UNUSED(args);
+  *(double *)ret = w->map(w->ctx, w->inner());
 }
 
 /* Takes ownership of W: on failure it is freed. */
@@ -97,4 +105,16 @@ void lk_wrap_free(lk_wrap *w) {
     return;
   lk__thunk_free(&w->thunk);
   free(w);
+}
+
+int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),
+                    void *ctx, lk_wrap **out) {
+  *out = NULL;
+  lk_wrap *w = calloc(1, sizeof *w);
+  if (!w)
+    return lk__err(LK_ENOMEM, "out of memory");
+  w->inner = inner;
+  w->map = map;
+  w->ctx = ctx;
+  return make(w, "lk__closure_map", map_handler, out);
 }

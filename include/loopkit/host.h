@@ -57,6 +57,14 @@ LK_API int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
 
 /* The parameters of the run, in the order they were added. */
 LK_API lk_tensor *const *lk_host_params(lk_host *host, size_t *n);
+/* Since ABI 1.2: every state tensor (optimizer buffers, EMA weights, the
+ * host's own), in the order they were added: what a strategy makes equal
+ * on every process. */
+LK_API lk_tensor *const *lk_host_states(lk_host *host, size_t *n);
+/* Since ABI 1.2: this process's rank and the number of processes, from
+ * the strategy plugin (0 and 1 without one). Valid after creation. */
+LK_API int lk_host_rank(lk_host *host);
+LK_API int lk_host_world_size(lk_host *host);
 
 /* Randomness: the run's one generator, seeded from [loop] seed and saved in
  * every checkpoint. A plugin takes randomness from nowhere else. */

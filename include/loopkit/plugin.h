@@ -147,14 +147,31 @@ typedef struct lk_data_ops {
   int (*batch)(void *self, lk_split split, size_t index, lk_batch *out);
 } lk_data_ops;
 
-/* strategy: how the run is spread over processes. All entries optional;
- * without a strategy plugin the run is a single process. */
+/* strategy: how the run is spread over processes (data parallel: every
+ * process holds the whole model and trains on its own shard of each
+ * batch). All entries optional; without a strategy plugin the run is a
+ * single process.
+ * - setup: after every plugin is created and before a checkpoint is
+ *   loaded: make every process start from the same parameters and state
+ *   (lk_host_states has the state), e.g. broadcast them from rank 0.
+ * - reduce_gradients: after every backward, before clipping and the
+ *   update, inside the closure: average the gradients over the processes.
+ * - reduce_metrics: SUM values over the processes, in place (the host
+ *   divides where it wants means). Every process calls it at the same
+ *   points with the same N.
+ * - rank, world_size: this process's number (0 writes the run directory)
+ *   and how many there are.
+ * - abort (since ABI 1.2): this process failed with MESSAGE: log it
+ *   naming the rank and stop every process with exit status STATUS (1: the
+ *   run failed, 2: nothing was trained), instead of leaving the others
+ *   waiting in a collective. It does not return. */
 typedef struct lk_strategy_ops {
   int (*setup)(void *self, lk_tensor *const *params, size_t n);
   int (*reduce_gradients)(void *self, lk_tensor *const *params, size_t n);
   int (*reduce_metrics)(void *self, double *values, size_t n);
   int (*rank)(void *self);
   int (*world_size)(void *self);
+  void (*abort)(void *self, int status, const char *message);
 } lk_strategy_ops;
 
 /* callback: hooks, in the order the loop calls them; all optional.

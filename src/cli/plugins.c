@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "config.h" /* LK_HAVE_MPI */
 
 static int list_one(void *user, const char *name, const char *path) {
   int *broken = user;
@@ -34,6 +35,10 @@ int cli_plugins(int argc, char **argv) {
     cli_error("%s", lk_last_error());
     return EXIT_FAILED;
   }
+#ifndef LK_HAVE_MPI
+  printf("\nmpi: not built: configure found no MPI (Debian: libopenmpi-dev "
+         "openmpi-bin), so\nthis loopkit trains in one process only\n");
+#endif
   return broken ? EXIT_FAILED : 0;
 }
 

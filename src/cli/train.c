@@ -49,6 +49,14 @@ static void write_curves(const lk_run *run) {
     fprintf(stderr, "loopkit: warning: curves.png not drawn\n");
 }
 
+/* A config error found once training began (too few batches for the
+ * processes) before any step still means nothing was trained. */
+static int status_of(int rc, bool nothing_trained) {
+  if (rc == 0)
+    return EXIT_TRAINED;
+  return rc == LK_ECONFIG && nothing_trained ? EXIT_USAGE : EXIT_FAILED;
+}
+
 int cli_train(int argc, char **argv) {
   const char *config = NULL, *out = NULL, *resume = NULL;
   bool quiet = false;
@@ -125,9 +133,14 @@ int cli_train(int argc, char **argv) {
   running = run;
   catch_signals();
   int rc = lk_run_train(run);
+  bool nothing = lk_run_steps(run) == 0;
   running = NULL;
   if (bar.drawn)
     fputc('\n', stderr);
+  if (lk_run_rank(run) != 0) { /* rank 0 speaks for a distributed run */
+    lk_run_free(run);
+    return status_of(rc, nothing);
+  }
   write_curves(run);
   char summary[1024];
   lk_run_summary(run, summary, sizeof summary);
@@ -147,5 +160,5 @@ int cli_train(int argc, char **argv) {
     printf("%s\n", summary);
   }
   lk_run_free(run);
-  return rc == 0 ? EXIT_TRAINED : EXIT_FAILED;
+  return status_of(rc, nothing);
 }

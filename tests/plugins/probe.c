@@ -15,7 +15,7 @@ typedef struct probe {
   lk_tensor *w;
   FILE *trace;
   double k, lr, grad, manual_clip;
-  int64_t evals, nan_loss_at, nan_param_at, fail_at, calls, delay_us;
+  int64_t evals, nan_loss_at, nan_param_at, fail_at, fail_rank, calls, delay_us;
   bool no_loss, manual;
 } probe;
 
@@ -44,6 +44,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   p->nan_loss_at = lk_opt_int(o, "nan_loss_at");
   p->nan_param_at = lk_opt_int(o, "nan_param_at");
   p->fail_at = lk_opt_int(o, "fail_at");
+  p->fail_rank = lk_opt_int(o, "fail_rank");
   p->delay_us = lk_opt_int(o, "delay_us");
   p->no_loss = lk_opt_bool(o, "no_loss");
   p->manual = lk_opt_bool(o, "manual");
@@ -90,7 +91,8 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
                           (long)(p->delay_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
   }
-  if (call == p->fail_at)
+  if (call == p->fail_at &&
+      (p->fail_rank < 0 || p->fail_rank == lk_host_rank(p->host)))
     return lk_fail(p->host, LK_EPLUGIN, "probe failing on purpose at call %lld",
                    (long long)call);
   lk_result_metric(out, "w0", ((double *)p->w->data)[0]);
@@ -190,6 +192,8 @@ static const lk_option options[] = {
     {"nan_param_at", LK_OPT_INT, "-1", "training_step call setting w[n-1] NaN",
      NULL},
     {"fail_at", LK_OPT_INT, "-1", "training_step call that fails", NULL},
+    {"fail_rank", LK_OPT_INT, "-1",
+     "with fail_at: fail only on this rank (-1: every rank)", NULL},
     {"no_loss", LK_OPT_BOOL, "false", "training_step gives no loss", NULL},
     {"manual", LK_OPT_BOOL, "false", "drive the optimizer from the step", NULL},
     {"manual_clip", LK_OPT_DOUBLE, "0", "manual: clip grad norm to this", NULL},

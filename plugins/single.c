@@ -1,0 +1,26 @@
+/* single: the default strategy, named so that a config can say
+ * `strategy = single` (DESIGN.md): one process, rank 0 of 1, nothing to
+ * reduce. The host behaves the same without any strategy. */
+#include <loopkit/loopkit.h>
+
+static int rank(void *self) {
+  (void)self;
+  return 0;
+}
+
+static int world_size(void *self) {
+  (void)self;
+  return 1;
+}
+
+static const lk_strategy_ops strategy_ops = {.rank = rank,
+                                             .world_size = world_size};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "single",
+    .version = "1.0",
+    .summary = "one process (the default strategy)",
+    .strategy = &strategy_ops,
+};
