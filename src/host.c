@@ -279,6 +279,26 @@ int lk__hook(lk_run *run, size_t offset, const char *hook) {
   return 0;
 }
 
+/* The precision plugin brings the gradients back to the loss's scale. If
+ * they overflowed, they are zeroed, so that nothing downstream (callbacks,
+ * terminate_on_nan, a plain optimizer) sees infinities, and the step is
+ * skipped. */
+static int unscale(lk_run *run) {
+  bool skip = false;
+  lk__instance *p = run->precision;
+  int rc = p->desc->precision->unscale_gradients(p->self, run->params,
+                                                 run->n_params, &skip);
+  if (rc != 0)
+    return lk__err_prefix(rc, "unscale_gradients of precision %s", p->name);
+  run->precision_skip = skip;
+  for (size_t i = 0; skip && i < run->n_params; i++) {
+    lk_tensor *t = run->params[i];
+    if (t->grad)
+      memset(t->grad, 0, t->numel * lk_dtype_size(t->dtype));
+  }
+  return 0;
+}
+
 /* After every backward: the gradients averaged over the processes, then
  * on_after_backward, so that callbacks and clipping see the averages.
  * Inside an accumulation window only the last backward reduces: the sum of
@@ -291,6 +311,8 @@ int lk__after_backward(lk_run *run) {
            run->strategy->self, run->params, run->n_params)) != 0)
     return lk__err_prefix(rc, "reduce_gradients of plugin %s",
                           run->strategy->name);
+  if (run->precision && !run->accumulating && (rc = unscale(run)) != 0)
+    return rc;
   return lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
                   "on_after_backward");
 }

@@ -27,6 +27,7 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, callback) + sizeof(void *),  /* 1.0 */
     offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.1 */
     offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.2: new hooks */
+    offsetof(lk_descriptor, precision) + sizeof(void *), /* 1.3 */
 };
 
 const char *lk_plugin_dir(void) {
@@ -411,7 +412,7 @@ const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {
                {d->zero_grad, "zero_grad"}, {d->optimizer, "optimizer"},
                {d->profiler, "profiler"},   {d->data, "data"},
                {d->strategy, "strategy"},   {d->callback, "callback"},
-               {d->scheduler, "scheduler"}};
+               {d->scheduler, "scheduler"}, {d->precision, "precision"}};
   size_t used = 0;
   if (len)
     buf[0] = '\0';

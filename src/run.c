@@ -16,36 +16,91 @@
 
 /* ---- [loop] ------------------------------------------------------------- */
 
-typedef enum { K_INT, K_DOUBLE, K_BOOL, K_ENUM } key_type;
+/* Declared as plugins declare their options, so that lk_run_loop_keys can
+ * give hosts (and loopkit.ini(5)) the same table the checks below use.
+ * loop_min[k] is the smallest value integer key k accepts. */
+static const lk_option loop_keys[] = {
+    {"max_epochs", LK_OPT_INT, "1", "epochs to train (with a data plugin)",
+     NULL},
+    {"max_steps", LK_OPT_INT, "-1",
+     "optimizer steps to take; -1: no limit (required without a data "
+     "plugin)",
+     NULL},
+    {"accumulate_grad_batches", LK_OPT_INT, "1",
+     "batches whose gradients are summed (the loss divided by their number) "
+     "before one optimizer step",
+     NULL},
+    {"gradient_clip_val", LK_OPT_DOUBLE, "0",
+     "clip the gradients to this after backward, before the update; 0: off",
+     NULL},
+    {"gradient_clip_algorithm", LK_OPT_ENUM, "norm",
+     "norm: scale the whole gradient to this norm; value: clamp each element",
+     "norm|value"},
+    {"terminate_on_nan", LK_OPT_BOOL, "false",
+     "stop with an error (exit 1) at a non-finite loss, parameter or "
+     "gradient",
+     NULL},
+    {"manual_optimization", LK_OPT_BOOL, "false",
+     "the step plugin drives the optimizer itself through the host", NULL},
+    {"seed", LK_OPT_INT, "0", "seed of the run's random generator", NULL},
+    {"val_every_n_epochs", LK_OPT_INT, "1",
+     "validate after every N-th epoch (and after the last)", NULL},
+    {"checkpoint_every_n_steps", LK_OPT_INT, "0",
+     "also write last.ckpt every N optimizer steps; 0: at each epoch's end "
+     "and at the end of training",
+     NULL},
+    {"keep_last", LK_OPT_INT, "0",
+     "also keep the N newest step-N.ckpt files; 0: last.ckpt only", NULL},
+    {"log_every_n_steps", LK_OPT_INT, "50",
+     "a progress line every N steps when stderr is not a terminal", NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+static const int64_t loop_min[] = {1, -1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1};
+#define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0] - 1)
+_Static_assert(sizeof loop_min / sizeof loop_min[0] == N_LOOP_KEYS,
+               "a minimum for every [loop] key");
 
-typedef struct loop_key {
-  const char *name;
-  key_type type;
-  const char *def;
-  int64_t min;         /* K_INT */
-  const char *choices; /* K_ENUM */
-} loop_key;
+/* The roles of [plugins]. A NULL default: the role is optional (or, for
+ * step and optimizer, required as the checks below say). */
+static const lk_option plugin_keys[] = {
+    {"step", LK_OPT_STRING, NULL,
+     "the model: computes the loss and metrics of a batch (required)", NULL},
+    {"backward", LK_OPT_STRING, NULL,
+     "computes the gradients (default: the step's plugin)", NULL},
+    {"zero_grad", LK_OPT_STRING, "zero", "clears the gradients", NULL},
+    {"optimizer", LK_OPT_STRING, NULL,
+     "updates the parameters, calling the closure (required unless "
+     "manual_optimization)",
+     NULL},
+    {"scheduler", LK_OPT_STRING, NULL,
+     "changes the optimizer's learning rate (default: none)", NULL},
+    {"profiler", LK_OPT_STRING, NULL,
+     "times every plugin entry and loop phase (default: none; simple, "
+     "trace)",
+     NULL},
+    {"data", LK_OPT_STRING, NULL,
+     "the batches; without one each step works on the whole problem and "
+     "there are no epochs",
+     NULL},
+    {"strategy", LK_OPT_STRING, NULL,
+     "how the run spreads over processes (default: single; mpi)", NULL},
+    {"callbacks", LK_OPT_STRING, NULL,
+     "comma-separated callback plugins, called in this order, before the "
+     "model's own hooks",
+     NULL},
+    {"precision", LK_OPT_STRING, NULL,
+     "scales the loss for backward and unscales the gradients (default: "
+     "none)",
+     NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+#define N_ROLES (sizeof plugin_keys / sizeof plugin_keys[0] - 1)
 
-static const loop_key loop_keys[] = {
-    {"max_epochs", K_INT, "1", 1, NULL},
-    {"max_steps", K_INT, "-1", -1, NULL},
-    {"accumulate_grad_batches", K_INT, "1", 1, NULL},
-    {"gradient_clip_val", K_DOUBLE, "0", 0, NULL},
-    {"gradient_clip_algorithm", K_ENUM, "norm", 0, "norm|value"},
-    {"terminate_on_nan", K_BOOL, "false", 0, NULL},
-    {"manual_optimization", K_BOOL, "false", 0, NULL},
-    {"seed", K_INT, "0", 0, NULL},
-    {"val_every_n_epochs", K_INT, "1", 1, NULL},
-    {"checkpoint_every_n_steps", K_INT, "0", 0, NULL},
-    {"keep_last", K_INT, "0", 0, NULL},
-    {"log_every_n_steps", K_INT, "50", 1, NULL},
-};
-#define N_LOOP_KEYS (sizeof loop_keys / sizeof loop_keys[0])
+const lk_option *lk_run_loop_keys(void) {
+  return loop_keys;
+}
 
-static const char *const plugin_roles[] = {
-    "step",     "backward", "zero_grad", "optimizer", "scheduler",
-    "profiler", "data",     "strategy",  "callbacks"};
-#define N_ROLES (sizeof plugin_roles / sizeof plugin_roles[0])
+const lk_option *lk_run_plugin_keys(void) {
+  return plugin_keys;
+}
 
 static const char *where_of(const lk_config *cfg, const char *section,
                             const char *key) {
@@ -53,37 +108,40 @@ static const char *where_of(const lk_config *cfg, const char *section,
   return e ? e->where : lk_config_path(cfg);
 }
 
-static int loop_value(const lk_config *cfg, const loop_key *k, int64_t *i,
-                      double *d, bool *b) {
+static int loop_value(const lk_config *cfg, size_t index, int64_t *i, double *d,
+                      bool *b) {
+  const lk_option *k = &loop_keys[index];
+  int64_t min = loop_min[index];
   const lk_config_entry *e = lk_config_find(cfg, "loop", k->name);
   const char *v = e ? e->value : k->def;
   const char *where = e ? e->where : "default";
   switch (k->type) {
-  case K_INT:
-    if (lk__parse_int(v, i) != 0 || *i < k->min ||
-        (k->min == -1 && *i == 0 && strcmp(k->name, "max_steps") == 0))
+  case LK_OPT_INT:
+    if (lk__parse_int(v, i) != 0 || *i < min ||
+        (min == -1 && *i == 0 && strcmp(k->name, "max_steps") == 0))
       return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected an integer %s",
                      where, k->name, v,
-                     k->min == -1  ? "-1 (no limit) or >= 1"
-                     : k->min == 0 ? ">= 0"
-                                   : ">= 1");
+                     min == -1  ? "-1 (no limit) or >= 1"
+                     : min == 0 ? ">= 0"
+                                : ">= 1");
     return 0;
-  case K_DOUBLE:
+  case LK_OPT_DOUBLE:
     if (lk__parse_double(v, d) != 0 || !isfinite(*d) || *d < 0)
       return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected a number >= 0",
                      where, k->name, v);
     return 0;
-  case K_BOOL:
+  case LK_OPT_BOOL:
     if (lk__parse_bool(v, b) != 0)
       return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected true or false",
                      where, k->name, v);
     return 0;
-  case K_ENUM:
+  case LK_OPT_ENUM:
     if (strcmp(v, "norm") != 0 && strcmp(v, "value") != 0)
       return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected one of %s",
                      where, k->name, v, k->choices);
     *i = strcmp(v, "norm") == 0 ? LK__CLIP_NORM : LK__CLIP_VALUE;
     return 0;
+  default: break;
   }
   return LK_EINVAL;
 }
@@ -110,7 +168,7 @@ static int parse_loop(lk_run *run, const lk_config *cfg) {
   double dv[N_LOOP_KEYS] = {0};
   bool bv[N_LOOP_KEYS] = {0};
   for (size_t k = 0; k < N_LOOP_KEYS; k++) {
-    int rc = loop_value(cfg, &loop_keys[k], &iv[k], &dv[k], &bv[k]);
+    int rc = loop_value(cfg, k, &iv[k], &dv[k], &bv[k]);
     if (rc != 0)
       return rc;
   }
@@ -151,6 +209,7 @@ static void free_instance(lk__instance *in) {
   lk__options_free(in->opts);
   lk_plugin_close(in->plugin);
   free(in->name);
+  free(in->given);
   free(in);
 }
 
@@ -158,7 +217,9 @@ static void free_instance(lk__instance *in) {
 int lk__instance_for(lk_run *run, const char *name, const char *where,
                      lk__instance **out) {
   for (size_t i = 0; i < run->n_instances; i++)
-    if (strcmp(run->instances[i]->name, name) == 0) {
+    if (strcmp(run->instances[i]->name, name) == 0 ||
+        (run->instances[i]->given &&
+         strcmp(run->instances[i]->given, name) == 0)) {
       *out = run->instances[i];
       return 0;
     }
@@ -179,9 +240,10 @@ int lk__instance_for(lk_run *run, const char *name, const char *where,
   }
   in->desc = lk_plugin_desc(in->plugin);
   if (strchr(name, '/')) { /* a path: its section is the plugin's name */
-    free(in->name);
+    in->given = in->name;
     if (!(in->name = lk__strdup(in->desc->name))) {
       lk_plugin_close(in->plugin);
+      free(in->given);
       free(in);
       return lk__err(LK_ENOMEM, "out of memory");
     }
@@ -214,6 +276,9 @@ bool lk__has_kind(const lk__instance *in, const char *role) {
     return d->callback != NULL;
   if (!strcmp(role, "scheduler"))
     return d->scheduler && d->scheduler->step;
+  if (!strcmp(role, "precision"))
+    return d->precision && d->precision->loss_scale &&
+           d->precision->unscale_gradients;
   return false;
 }
 
@@ -242,12 +307,12 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
       continue;
     bool known = false;
     for (size_t k = 0; k < N_ROLES; k++)
-      known = known || strcmp(plugin_roles[k], e->key) == 0;
+      known = known || strcmp(plugin_keys[k].name, e->key) == 0;
     if (!known)
       return lk__err(LK_ECONFIG,
                      "%s: unknown key \"%s\" in [plugins]; accepted: step, "
                      "backward, zero_grad, optimizer, scheduler, profiler, "
-                     "data, strategy, callbacks",
+                     "data, strategy, callbacks, precision",
                      e->where, e->key);
   }
   const lk_config_entry *step = lk_config_find(cfg, "plugins", "step");
@@ -304,6 +369,16 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
   if ((e = lk_config_find(cfg, "plugins", "profiler")) &&
       (rc = assign(run, "profiler", e->value, e->where, &run->profiler)) != 0)
     return rc;
+  if ((e = lk_config_find(cfg, "plugins", "precision"))) {
+    if ((rc = assign(run, "precision", e->value, e->where, &run->precision)) !=
+        0)
+      return rc;
+    if (run->loop.manual)
+      return lk__err(LK_ECONFIG,
+                     "%s: precision %s with manual_optimization = true: a "
+                     "precision plugin works with automatic optimization",
+                     e->where, e->value);
+  }
   if ((e = lk_config_find(cfg, "plugins", "strategy")) &&
       (rc = assign(run, "strategy", e->value, e->where, &run->strategy)) != 0)
     return rc;
@@ -387,7 +462,8 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   } roles[] = {{"step", run->step},           {"backward", run->backward},
                {"zero_grad", run->zero_grad}, {"optimizer", run->optimizer},
                {"scheduler", run->scheduler}, {"profiler", run->profiler},
-               {"data", run->data},           {"strategy", run->strategy}};
+               {"data", run->data},           {"strategy", run->strategy},
+               {"precision", run->precision}};
   for (size_t r = 0; r < sizeof roles / sizeof roles[0] && rc == 0; r++)
     if (roles[r].in)
       rc = lk_config_put(run->cfg, "plugins", roles[r].role, roles[r].in->name,
@@ -556,11 +632,35 @@ static int hook_after_backward(void *ctx) {
   return lk__after_backward(ctx);
 }
 
+/* Backward through a precision plugin: the loss scaled by its factor. */
+static int scaled_backward(void *self, const lk_batch *batch, double scale) {
+  lk_run *run = self;
+  lk__instance *p = run->precision;
+  double s = p->desc->precision->loss_scale(p->self);
+  if (!(s > 0) || !isfinite(s))
+    return lk__err(LK_EINVAL,
+                   "loss_scale of precision %s is %g: expected a "
+                   "finite number > 0",
+                   p->name, s);
+  return run->calls.backward(run->backward->self, batch, scale * s);
+}
+
+/* The optimizer sees NaN for an evaluation whose gradients overflowed
+ * (lk__after_backward decided): it then leaves the parameters alone. */
+static double skip_overflow(void *ctx, double loss) {
+  lk_run *run = ctx;
+  run->step_skipped = run->precision_skip;
+  run->precision_skip = false;
+  return run->step_skipped ? NAN : loss;
+}
+
 /* After each evaluation the optimizer asks for: on_before_optimizer_step,
  * then clipping, so that every evaluation's gradients are clipped. */
 static int after_closure(void *ctx, double loss) {
   lk_run *run = ctx;
   (void)loss;
+  if (run->step_skipped)
+    return 0; /* nothing will be updated: the gradients are zero */
   int rc = lk__hook(run, offsetof(lk_callback_ops, on_before_optimizer_step),
                     "on_before_optimizer_step");
   if (rc == 0 && run->loop.clip_val > 0)
@@ -707,10 +807,14 @@ static int build_closures(lk_run *run) {
     parts.zero_grad_self = run->zero_grad->self;
     parts.backward = run->calls.backward;
     parts.backward_self = run->backward->self;
+    if (run->precision) {
+      parts.backward = scaled_backward;
+      parts.backward_self = run;
+    }
   }
   bool reduce =
       run->strategy && run->strategy->desc->strategy->reduce_gradients;
-  if (run->n_callbacks > 0 || reduce) {
+  if (run->n_callbacks > 0 || reduce || run->precision) {
     parts.before_zero_grad = hook_before_zero_grad;
     parts.before_backward = hook_before_backward;
     parts.after_backward = hook_after_backward;
@@ -723,6 +827,11 @@ static int build_closures(lk_run *run) {
   lk_closure_prepare(run->closure, &run->no_data_batch, 1.0, true, 0, 0);
   lk_closure_fn fn = lk_closure_function(run->closure);
   run->plain_closure = fn;
+  if (run->precision) {
+    if ((rc = lk__closure_map(fn, skip_overflow, run, &run->skip_wrap)) != 0)
+      return rc;
+    fn = lk_wrap_function(run->skip_wrap);
+  }
   bool has_before_step = false;
   for (size_t i = 0; i < run->n_callbacks; i++)
     has_before_step =
@@ -874,7 +983,7 @@ int lk__instance_create(lk_run *run, lk__instance *in) {
 static int create_instances(lk_run *run) {
   lk__instance *order[] = {run->data,      run->step,      run->backward,
                            run->zero_grad, run->optimizer, run->scheduler,
-                           run->profiler,  run->strategy};
+                           run->precision, run->profiler,  run->strategy};
   size_t n = sizeof order / sizeof order[0];
   for (size_t i = 0; i < n + run->n_callbacks; i++) {
     lk__instance *in = i < n ? order[i] : run->callbacks[i - n];
@@ -995,6 +1104,8 @@ void *lk_run_instance(lk_run *run, const char *role,
     in = run->data;
   else if (!strcmp(role, "strategy"))
     in = run->strategy;
+  else if (!strcmp(role, "precision"))
+    in = run->precision;
   if (desc)
     *desc = in ? in->desc : NULL;
   return in ? in->self : NULL;
@@ -1020,6 +1131,7 @@ void lk_run_free(lk_run *run) {
   /* Closures point into plugin code: free them before any dlclose. */
   lk_wrap_free(run->after_wrap);
   lk_wrap_free(run->mean_wrap);
+  lk_wrap_free(run->skip_wrap);
   for (size_t i = 0; i < run->n_profiled; i++)
     lk__profiled_free(run->profiled[i]);
   lk_closure_free(run->closure);

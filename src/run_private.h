@@ -21,7 +21,9 @@ struct lk_host {
 struct lk__instance {
   lk_plugin *plugin;
   const lk_descriptor *desc;
-  char *name; /* as named in [plugins]: its config section */
+  char *name;  /* as named in [plugins]: its config section */
+  char *given; /* a path as named in [plugins] (name is then the
+                  descriptor's), so that roles naming it share it */
   lk_options *opts;
   void *self;
   bool created;
@@ -97,7 +99,7 @@ struct lk_run {
   lk__instance **instances; /* one per distinct plugin name */
   size_t n_instances;
   lk__instance *step, *backward, *zero_grad, *optimizer, *scheduler, *profiler,
-      *data, *strategy;
+      *data, *strategy, *precision;
   lk__instance **created; /* in creation order */
   size_t n_created;
   const lk_config *src_cfg; /* during creation: where options come from */
@@ -115,7 +117,7 @@ struct lk_run {
 
   lk_batch no_data_batch;
   lk_closure *closure;
-  lk_wrap *after_wrap, *mean_wrap;
+  lk_wrap *after_wrap, *mean_wrap, *skip_wrap;
   lk_closure_fn opt_closure;   /* what the optimizer receives */
   lk_closure_fn plain_closure; /* what the loop calls between steps */
 
@@ -130,6 +132,8 @@ struct lk_run {
   volatile sig_atomic_t interrupted;
   bool interrupt_agreed; /* by every process, at the last window's end */
   bool accumulating;     /* a batch inside an accumulation window */
+  bool precision_skip;   /* the gradients just unscaled overflowed */
+  bool step_skipped;     /* ... so the optimizer gets NaN */
   bool warned_shards;
   lk_tensor *rows_state; /* metrics.csv rows a checkpoint has seen */
   bool resumed;

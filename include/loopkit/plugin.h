@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 2
+#define LK_ABI_MINOR 3
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -212,6 +212,25 @@ typedef struct lk_scheduler_ops {
   int (*step)(void *self, lk_interval when, const lk_metric *metrics, size_t n);
 } lk_scheduler_ops;
 
+/* precision (since ABI 1.3): how the loss is scaled for backward and the
+ * gradients brought back, as mixed-precision training's dynamic loss
+ * scaling does. At most one per run; automatic optimization only.
+ * - loss_scale: the factor backward's scale is multiplied by, asked before
+ *   every backward.
+ * - unscale_gradients: once per optimizer step, after the last backward of
+ *   the accumulation window (and after the strategy's reduce_gradients),
+ *   before on_after_backward, clipping and the update: divide the gradients
+ *   by the scale they were computed with, and set *SKIP when they
+ *   overflowed. A skipped step leaves the parameters alone: the host zeroes
+ *   the gradients and the closure returns NaN to the optimizer, which
+ *   returns at once; the step's loss is still logged. The plugin adapts its
+ *   scale here (state kept with lk_host_add_state survives a resume). */
+typedef struct lk_precision_ops {
+  double (*loss_scale)(void *self);
+  int (*unscale_gradients)(void *self, lk_tensor *const *params, size_t n,
+                           bool *skip);
+} lk_precision_ops;
+
 /* ---- the descriptor ----------------------------------------------------- */
 
 typedef struct lk_descriptor {
@@ -236,6 +255,7 @@ typedef struct lk_descriptor {
   const lk_strategy_ops *strategy;
   const lk_callback_ops *callback;
   const lk_scheduler_ops *scheduler; /* since ABI 1.1 */
+  const lk_precision_ops *precision; /* since ABI 1.3 */
   /* new kinds go here, at the end */
 } lk_descriptor;
 

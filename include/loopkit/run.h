@@ -123,6 +123,29 @@ LK_API void *lk_run_instance(lk_run *run, const char *role,
                              const lk_descriptor **desc);
 LK_API void lk_run_free(lk_run *run);
 
+/* The keys of [loop] and of [plugins], declared as plugin options are
+ * (name, type, default as written in a config, help; the table ends with
+ * name == NULL): what a config may hold besides plugin sections. A NULL
+ * default in [plugins]: the role is empty unless named. */
+LK_API const lk_option *lk_run_loop_keys(void);
+LK_API const lk_option *lk_run_plugin_keys(void);
+
+/* ---- optimizers outside a run ------------------------------------------ */
+
+/* Loads optimizer plugin NAME and creates it for PARAMS, which the caller
+ * owns: each has data and grad of numel elements, f32 or f64, and they
+ * stay valid until lk_optimizer_close. Options come from CFG's section
+ * [NAME] (CFG may be NULL: every default). There is no run: no data, no
+ * run directory, no checkpoints, no scheduler; randomness is seeded with 0.
+ * lk_optimizer_step(OPT, PARAMS, N, CLOSURE) then minimises any closure
+ * that fills the gradients and returns the loss, one made with lk_bind
+ * from a plain C function for instance. */
+LK_API int lk_optimizer_open(const char *name, const lk_config *cfg,
+                             lk_tensor *const *params, size_t n,
+                             lk_optimizer **out);
+/* Destroys the optimizer and unloads its plugin. OPT may be NULL. */
+LK_API void lk_optimizer_close(lk_optimizer *opt);
+
 /* ---- checkpoints -------------------------------------------------------- */
 
 /* Prints every parameter of the checkpoint at PATH, one value a line:

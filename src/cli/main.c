@@ -4,27 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-
-static const char usage[] =
-    "usage: loopkit train CONFIG.ini [--set SECTION.KEY=VALUE]... [--out DIR]\n"
-    "                                [--resume CKPT] [--quiet]\n"
-    "       loopkit plugins          every plugin on the search path\n"
-    "       loopkit inspect NAME     one plugin's kinds, version, path, "
-    "options\n"
-    "       loopkit dump CKPT        every parameter in a checkpoint\n"
-    "       loopkit gradcheck CONFIG.ini [--set SECTION.KEY=VALUE]...\n"
-    "                                [--batches N] [--samples N]\n"
-    "                                backward against central differences\n"
-    "       loopkit plot RUN_DIR [-o FILE]\n"
-    "                                training curves from metrics.csv into\n"
-    "                                FILE (.png or .svg; default\n"
-    "                                RUN_DIR/curves.png)\n"
-    "       loopkit --version | --help\n"
-    "\n"
-    "Plugins are searched in LOOPKIT_PLUGIN_PATH (colon separated), then in\n"
-    "%s.\n"
-    "Exit status: 0 success, 1 the run started and failed, 2 nothing was "
-    "trained.\n";
+#include "commands.h"
 
 void cli_error(const char *fmt, ...) {
   va_list ap;
@@ -37,12 +17,12 @@ void cli_error(const char *fmt, ...) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, usage, lk_plugin_dir());
+    cli_print_usage(stderr, lk_plugin_dir());
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-    printf(usage, lk_plugin_dir());
+    cli_print_usage(stdout, lk_plugin_dir());
     return 0;
   }
   if (!strcmp(cmd, "--version")) {
@@ -50,21 +30,20 @@ int main(int argc, char **argv) {
            LK_ABI_MINOR);
     return 0;
   }
-  if (!strcmp(cmd, "train"))
-    return cli_train(argc - 2, argv + 2);
-  if (!strcmp(cmd, "plugins"))
-    return cli_plugins(argc - 2, argv + 2);
-  if (!strcmp(cmd, "inspect"))
-    return cli_inspect(argc - 2, argv + 2);
-  if (!strcmp(cmd, "dump"))
-    return cli_dump(argc - 2, argv + 2);
-  if (!strcmp(cmd, "gradcheck"))
-    return cli_gradcheck(argc - 2, argv + 2);
-  if (!strcmp(cmd, "plot"))
-    return cli_plot(argc - 2, argv + 2);
-  cli_error("unknown command \"%s\"; commands: train, plugins, inspect, dump, "
-            "gradcheck, plot "
-            "(see loopkit --help)",
-            cmd);
+  static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+  } handlers[] = {{"train", cli_train},         {"plugins", cli_plugins},
+                  {"inspect", cli_inspect},     {"dump", cli_dump},
+                  {"gradcheck", cli_gradcheck}, {"plot", cli_plot}};
+  for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
+    if (!strcmp(cmd, handlers[i].name))
+      return handlers[i].run(argc - 2, argv + 2);
+  char names[256] = "";
+  for (const cli_command *c = cli_commands; c->name; c++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+             c == cli_commands ? "" : ", ", c->name);
+  cli_error("unknown command \"%s\"; commands: %s (see loopkit --help)", cmd,
+            names);
   return EXIT_USAGE;
 }

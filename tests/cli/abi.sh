@@ -1,0 +1,93 @@
+#!/bin/sh
+# ABI policy: plugins built against the frozen headers of ABI 1.2
+# (tests/abi/v1.2) load into this loopkit and behave exactly as the same
+# sources built against today's headers; a newer minor or another major is
+# refused with both versions named.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+: "${LK_ABI_DIR:?}" "${LK_BROKEN_DIR:?}"
+A=$LK_ABI_DIR
+
+expect 0 'abi: +1\.2' "inspect: sgd built against the 1.2 headers says ABI 1.2" -- inspect "$A/sgd_v12.so"
+expect 0 'abi: +1\.3' "inspect: the bundled sgd says ABI 1.3" -- inspect sgd
+expect 0 'kinds: +step,backward,zero_grad,optimizer,callback' \
+  "inspect: the 1.2 probe has its kinds" -- inspect "$A/probe_v12.so"
+
+config rosen <<INI
+[loop]
+max_steps = 40
+[plugins]
+step = rosenbrock
+optimizer = sgd
+scheduler = step_lr
+[sgd]
+lr = 0.001
+momentum = 0.9
+nesterov = true
+[step_lr]
+step_size = 10
+gamma = 0.5
+interval = step
+INI
+expect 0 'trained 40 steps' "sgd (1.3 headers) trains" -- train "$T/rosen.ini" --out "$T/r13"
+expect 0 'trained 40 steps' "sgd (1.2 headers) trains, driven by a scheduler" -- \
+  train "$T/rosen.ini" --out "$T/r12" --set "plugins.optimizer=$A/sgd_v12.so"
+"$LOOPKIT" dump "$T/r13/checkpoints/last.ckpt" >"$T/d13"
+"$LOOPKIT" dump "$T/r12/checkpoints/last.ckpt" >"$T/d12"
+check "... to the same bits" cmp -s "$T/d13" "$T/d12"
+check "... with the same learning rates logged" \
+  sh -c "cut -d, -f1,4- '$T/r13/metrics.csv' >'$T/m13' && cut -d, -f1,4- '$T/r12/metrics.csv' >'$T/m12' && cmp -s '$T/m13' '$T/m12'"
+
+# Every hook of ABI 1.2, on_validation_start included, in the same order.
+hooks() { # NAME PROBE TRACECB
+  cat >"$T/$1.ini" <<INI
+[loop]
+max_epochs = 2
+accumulate_grad_batches = 2
+[plugins]
+step = $2
+zero_grad = $2
+optimizer = $2
+data = synthetic
+callbacks = $3
+[synthetic]
+n_train = 4
+n_val = 2
+batch_size = 1
+[probe]
+trace = $T/$1.trace
+[tracecb]
+trace = $T/$1.trace
+INI
+  "$LOOPKIT" train "$T/$1.ini" --out "$T/$1" --quiet >/dev/null 2>&1
+}
+hooks h13 probe tracecb
+check "hooks: the 1.3 build trains" test $? -eq 0
+hooks h12 "$A/probe_v12.so" "$A/tracecb_v12.so"
+check "hooks: the 1.2 build trains" test $? -eq 0
+check "hooks: the same calls in the same order" cmp -s "$T/h13.trace" "$T/h12.trace"
+
+# The probe does not validate: the validation hooks with a model that does.
+config val <<INI
+[loop]
+max_epochs = 2
+[plugins]
+step = linreg
+optimizer = sgd
+data = synthetic
+callbacks = $A/tracecb_v12.so
+[synthetic]
+n_train = 4
+n_val = 2
+batch_size = 2
+[tracecb]
+trace = $T/val.trace
+INI
+expect 0 'trained 4 steps' "validation with the 1.2 callback" -- train "$T/val.ini" --out "$T/val"
+check "on_validation_start (new in 1.2) reaches it before each validation" \
+  sh -c "grep -A1 '^cb:on_train_epoch_end' '$T/val.trace' | grep -c '^cb:on_validation_start' | grep -qx 2"
+
+expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.3' \
+  "a newer minor is refused, both versions named" -- inspect "$LK_BROKEN_DIR/newminor.so"
+expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.3' \
+  "another major is refused, both versions named" -- inspect "$LK_BROKEN_DIR/badabi.so"
+finish
