@@ -15,6 +15,11 @@ check "installed: libloopkit.so" sh -c "ls '$T/root$libdir'/libloopkit.so* >/dev
 check "installed: plugins in lib/loopkit" test -f "$T/root$pluginsdir/sgd.so"
 check "installed: headers" test -f "$T/root$(pkg-config --variable=includedir "$LK_BUILDDIR/loopkit.pc")/loopkit/plugin.h"
 check "installed: loopkit.pc" test -f "$T/root$libdir/pkgconfig/loopkit.pc"
+mandir=$(sed -n 's/^mandir = //p' "$LK_BUILDDIR/Makefile")
+mandir=$(echo "$mandir" | sed "s|\${datarootdir}|$(sed -n 's/^datarootdir = //p' "$LK_BUILDDIR/Makefile")|;s|\${prefix}|$(sed -n 's/^prefix = //p' "$LK_BUILDDIR/Makefile")|")
+for page in man1/loopkit.1 man5/loopkit.ini.5 man7/loopkit-plugin.7; do
+  check "installed: $page" test -s "$T/root$mandir/$page"
+done
 check "plugins export exactly one symbol" \
   test "$(nm -D --defined-only "$T/root$pluginsdir/sgd.so" | awk '$2 ~ /[TDRB]/' | wc -l)" -eq 1
 

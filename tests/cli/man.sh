@@ -1,0 +1,126 @@
+#!/bin/sh
+# The manual pages: each renders without a warning, and what they say
+# agrees with the program: loopkit.ini(5)'s plugin sections with loopkit
+# inspect of every bundled plugin, its [loop] keys and defaults with a
+# run's effective config.ini, its [plugins] roles with what a config may
+# name; loopkit(1) with loopkit --help; loopkit-plugin(7) with the headers.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+: "${LK_BUILDDIR:?}"
+M=$LK_BUILDDIR/man
+P7=$LK_SRCDIR/man/loopkit-plugin.7
+
+# unroff: roff escapes back to text, font changes dropped.
+unroff() { sed -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/\\&//g'; }
+
+if command -v groff >/dev/null 2>&1; then
+  for page in "$M/loopkit.1" "$M/loopkit.ini.5" "$P7"; do
+    groff -man -ww -z "$page" >"$T/groff" 2>&1
+    st=$?
+    check "$(basename "$page") renders without warnings" \
+      sh -c "[ $st -eq 0 ] && [ ! -s '$T/groff' ]"
+    [ -s "$T/groff" ] && sed 's/^/#   /' "$T/groff" | head -5
+  done
+else
+  for page in loopkit.1 loopkit.ini.5 loopkit-plugin.7; do
+    echo "ok $((n += 1)) - $page renders # SKIP groff not installed (Debian: groff-base)"
+  done
+fi
+
+# ---- loopkit.ini(5) against loopkit inspect ----
+# entries FILE: "name (type, default D)" lines of a roff option list.
+entries() { grep '^\\fB' "$1" | unroff; }
+
+# The options of plugin section [NAME] of loopkit.ini(5).
+man_section() {
+  awk -v s=".SS [$1]" '$0 == s { on = 1; next } /^\.S[SH]/ { on = 0 } on' \
+    "$M/loopkit.ini.5" >"$T/sec"
+  entries "$T/sec"
+}
+
+# The same, from loopkit inspect.
+inspect_options() {
+  "$LOOPKIT" inspect "$1" | awk '
+    /^options:/ { on = 1; next }
+    on && /^  [^ ]/ {
+      def = $0; sub(/^.* default ?/, "", def)
+      if (def == "(required)") d = "no default"
+      else if (def == "") d = "default \"\""
+      else d = "default " def
+      print $1 " (" $2 ", " d ")"
+    }'
+}
+
+plugins=0
+bad=
+for so in "$LK_BUILDDIR"/plugins/.libs/*.so; do
+  name=$("$LOOPKIT" inspect "$so" | awk '/^name:/ { print $2 }')
+  plugins=$((plugins + 1))
+  inspect_options "$so" >"$T/a"
+  man_section "$name" >"$T/b"
+  grep -qx ".SS \[$name\]" "$M/loopkit.ini.5" || bad="$bad $name(no section)"
+  cmp -s "$T/a" "$T/b" || bad="$bad $name"
+done
+check "loopkit.ini(5) has every bundled plugin ($plugins) with the options inspect prints${bad:+:$bad}" \
+  test -z "$bad"
+check "... which is more than a handful" test "$plugins" -ge 20
+
+# [loop]: names and defaults as the effective config of a run with none set.
+config defaults <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = rosenbrock
+optimizer = sgd
+INI
+"$LOOPKIT" train "$T/defaults.ini" --out "$T/run" --quiet >/dev/null 2>&1
+awk '/^\[/ { on = ($0 == "[loop]"); next } on && NF { print $1 " " $3 }' \
+  "$T/run/config.ini" | grep -v '^max_steps ' | sort >"$T/loop.run"
+awk '$0 == ".SH \"[loop]\"" { on = 1; next } /^\.SH/ { on = 0 } on' \
+  "$M/loopkit.ini.5" >"$T/sec"
+entries "$T/sec" | sed 's/^\([a-z_]*\) (.*, default \(.*\))$/\1 \2/' |
+  grep -v '^max_steps ' | sort >"$T/loop.man"
+check "loopkit.ini(5)'s [loop] keys and defaults are the effective config's" \
+  cmp "$T/loop.run" "$T/loop.man"
+check "... all twelve of them (max_steps, which the run sets, apart)" test "$(wc -l <"$T/loop.man")" -eq 11
+check "... and max_steps" grep -q '^\\fBmax_steps\\fR (int, default \\-1)' "$M/loopkit.ini.5"
+
+# [plugins]: the roles the config checks accept.
+config badrole <<INI
+[plugins]
+stepp = rosenbrock
+INI
+"$LOOPKIT" train "$T/badrole.ini" >"$T/out" 2>&1
+sed -n 's/.*accepted: //p' "$T/out" | tr -d ' ' | tr ',' '\n' | sort >"$T/roles.run"
+awk '$0 == ".SH \"[plugins]\"" { on = 1; next } /^\.SH/ { on = 0 } on' \
+  "$M/loopkit.ini.5" >"$T/sec"
+entries "$T/sec" | sed 's/ .*//' | sort >"$T/roles.man"
+check "loopkit.ini(5)'s [plugins] roles are those a config may name" \
+  sh -c "[ -s '$T/roles.run' ] && cmp '$T/roles.run' '$T/roles.man'"
+
+# ---- loopkit(1) against loopkit --help ----
+"$LOOPKIT" --help | awk '
+  /^  loopkit [a-z]/ { cmd = $2; print cmd; next }
+  /^      -/ && cmd { print cmd " " $1 }' >"$T/help"
+awk '/^\.SS "loopkit / { cmd = $3; sub(/"$/, "", cmd); print cmd; next }
+  /^\.S[SH]/ { cmd = "" }
+  cmd && /^\\fB\\-/ { f = $1; gsub(/\\f[BR]/, "", f); gsub(/\\-/, "-", f); print cmd " " f }' \
+  "$M/loopkit.1" >"$T/man1"
+check "loopkit(1) has every command and option of loopkit --help" cmp "$T/help" "$T/man1"
+check "... and --help lists them all (7 commands)" test "$(grep -vc ' ' "$T/help")" -eq 7
+
+# ---- loopkit-plugin(7) against the headers ----
+H=$LK_SRCDIR/include/loopkit
+{
+  sed -n 's/.*(\*\([a-z_]*\))(.*/\1/p' "$H/plugin.h"
+  sed -n 's/^LK_API [^(]*[ *]\(lk_[a-z_0-9]*\)(.*/\1/p' "$H/host.h"
+  awk '/^typedef struct lk_descriptor/ { on = 1; next } on && /^}/ { on = 0 }
+    on && /;/ && !/\(/ { s = $0; sub(/;.*/, "", s); sub(/.*[ *]/, "", s); print s }' "$H/plugin.h"
+} | sort -u >"$T/names"
+missing=
+while read -r name; do
+  grep -q "\\\\fB$name\\\\f[RP]" "$P7" || missing="$missing $name"
+done <"$T/names"
+check "loopkit-plugin(7) names every entry, host function and descriptor field ($(wc -l <"$T/names"))${missing:+; missing:$missing}" \
+  test -z "$missing"
+check "... of which there are many" test "$(wc -l <"$T/names")" -ge 60
+finish
