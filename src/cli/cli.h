@@ -14,6 +14,7 @@ int cli_plugins(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_dump(int argc, char **argv);
 int cli_gradcheck(int argc, char **argv);
+int cli_new(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 
 /* plot.c: draws RUN_DIR/metrics.csv into OUT (.png or .svg). 0 or

@@ -1,0 +1,209 @@
+#!/bin/sh
+# loopkit new: for every kind, the installed loopkit writes a plugin
+# project that builds with nothing but pkg-config loopkit (a staging
+# install, as sdk.sh), trains as generated, and visibly does its job; and
+# the refusals, which never leave or change anything.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+: "${LK_BUILDDIR:?}"
+umask 022
+
+make -s -C "$LK_BUILDDIR" install DESTDIR="$T/root" >"$T/install.log" 2>&1
+check "make install into a staging directory" test $? -eq 0
+pc=$LK_BUILDDIR/loopkit.pc
+libdir=$(pkg-config --variable=libdir "$pc")
+bindir=$(pkg-config --variable=exec_prefix "$pc")/bin
+pluginsdir=$(pkg-config --variable=pluginsdir "$pc")
+
+# The installed loopkit. Its compiled-in plugin directory is the real
+# prefix's, so the staged bundled plugins come through LOOPKIT_PLUGIN_PATH;
+# the generated plugin is found by the path its config gives, ./NAME.so.
+lk() {
+  LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$T/root$pluginsdir" \
+    "$T/root$bindir/loopkit" "$@"
+}
+# lk_in DIR ARGS...: the same, run in DIR, output in $T/out.
+lk_in() {
+  dir=$1
+  shift
+  (cd "$dir" && lk "$@") >"$T/out" 2>&1
+}
+build() {
+  PKG_CONFIG_PATH="$T/root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$T/root" \
+    make -s -C "$1" CFLAGS='-O2 -Wall -Wextra -Werror' >"$T/build.log" 2>&1
+}
+# near RUN TOLERANCE PARAM WANT...: each PARAM of the run's last
+# checkpoint is within TOLERANCE of its WANT.
+near() {
+  run=$1 tol=$2
+  shift 2
+  while [ $# -ge 2 ]; do
+    v=$(value "$1" "$run/checkpoints/last.ckpt")
+    awk -v v="$v" -v w="$2" -v t="$tol" 'BEGIN { d = v - w; exit !(v != "" && d * d <= t * t) }' || return 1
+    shift 2
+  done
+}
+
+W=$T/work
+mkdir "$W"
+cd "$W" || exit 1
+
+# Every kind: new, make, train, as NAME my_KIND (no bundled plugin's name).
+for kind in step optimizer zero_grad profiler data callback scheduler \
+  strategy precision; do
+  name=my_$kind
+  lk new "$name" --kind "$kind" >"$T/out" 2>&1
+  check "$kind: loopkit new writes $name/" test $? -eq 0 -a -f "$name/$name.c" \
+    -a -f "$name/Makefile" -a -f "$name/$name.ini"
+  build "$name"
+  check "$kind: make builds $name.so with pkg-config loopkit only, no warning" \
+    test $? -eq 0 -a -f "$name/$name.so" -a ! -s "$T/build.log"
+  check "$kind: $name.so exports exactly one symbol" \
+    test "$(nm -D --defined-only "$name/$name.so" | awk '$2 ~ /[TDRB]/' | wc -l)" -eq 1
+  lk_in "$name" train "$name.ini" --out run
+  check "$kind: loopkit train $name.ini succeeds in $name/" test $? -eq 0
+  cp "$T/out" "$T/$kind.out"
+done
+
+# What each plugin did, seen from outside.
+R=$W/my_step/run
+check "step: metrics.csv has the model's mae and val_mae" \
+  sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,mae,val_loss,val_mae$'"
+check "step: the fit finds y = 0.5 x^2 - x + 2" \
+  near "$R" 0.05 'coef[0]' 0.5 'coef[1]' -1 'coef[2]' 2
+
+R=$W/my_optimizer/run
+check "optimizer: it logs its options" grep -q '^my_optimizer: lr 0.001, momentum 0.9, 1 parameter tensors$' "$T/optimizer.out"
+check "optimizer: x moves from (-1.2, 1) to the minimum (1, 1)" \
+  near "$R" 1e-3 'x[0]' 1 'x[1]' 1
+
+R=$W/my_zero_grad/run
+check "zero_grad: it logs what it zeroes" \
+  grep -q '^my_zero_grad: zeroing 2 gradient values in 1 tensors' "$T/zero_grad.out"
+grep -Ev '^(zero_grad = |\[my_zero_grad\]|verbose = )' "$W/my_zero_grad/my_zero_grad.ini" >"$T/zero.ini"
+lk train "$T/zero.ini" --out "$T/zero" --quiet >/dev/null 2>&1
+"$LOOPKIT" dump "$T/zero/checkpoints/last.ckpt" >"$T/zero.dump" 2>&1
+check "zero_grad: the run ends exactly where the bundled zero's does" \
+  sh -c "'$LOOPKIT' dump '$R/checkpoints/last.ckpt' | cmp -s - '$T/zero.dump' &&
+    grep -q '^x\[0\] 0\.99' '$T/zero.dump'"
+
+R=$W/my_profiler/run
+check "profiler: report in RUN_DIR/my_profiler.txt, training_step called 1000 times" \
+  awk '$1 == "training_step" && $2 == 1000 { found = 1 } END { exit !found }' "$R/my_profiler.txt"
+check "profiler: optimizer_step and closure timed too" \
+  sh -c "grep -q '^optimizer_step  *1000 ' '$R/my_profiler.txt' && grep -q '^closure  *1000 ' '$R/my_profiler.txt'"
+
+R=$W/my_data/run
+check "data: validation and test splits ran" \
+  sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,val_loss,test_loss$'"
+check "data: linear learns the weights (1, -2, 3) and bias 0.5" \
+  near "$R" 0.02 'weight[0]' 1 'weight[1]' -2 'weight[2]' 3 'bias[0]' 0.5
+
+R=$W/my_callback/run
+check "callback: grad_norm column in metrics.csv" \
+  sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,grad_norm,val_loss$'"
+check "callback: grad_norm on every step row" \
+  awk -F, 'NR > 1 && $3 != "" { n++; if ($4 == "" || $4 <= 0) bad = 1 } END { exit bad || n != 20 }' "$R/metrics.csv"
+check "callback: epoch, validation and train hooks logged" sh -c "
+  grep -q '^my_callback: train start: 2 parameter tensors, 2 values; epoch 0, step 0$' '$T/callback.out' &&
+  grep -q '^my_callback: epoch 4: 4 batches, 4 backwards, 4 optimizer steps' '$T/callback.out' &&
+  grep -q '^my_callback: train end: 5 epochs, 20 steps, 5 validations' '$T/callback.out'"
+lk_in "$W/my_callback" train my_callback.ini --out run2 --set my_callback.stop_below=2
+check "callback: stop_below stops training after an epoch's validation" \
+  grep -q 'trained 16 steps (4 epochs)' "$T/out"
+
+R=$W/my_scheduler/run
+check "scheduler: lr decays by gamma = 0.995 every step down to min_lr" \
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "lr") c = i }
+    NR == 2 && $c != 0.001 { bad = 1 }
+    NR == 3 { r = $c / 0.001 - 0.995; if (r * r > 1e-20) bad = 1 }
+    { last = $c }
+    END { exit bad || !c || last != 0.0001 }' "$R/metrics.csv"
+
+R=$W/my_strategy/run
+check "strategy: setup logs rank 0 of 1 and what there is" \
+  grep -q '^my_strategy: rank 0 of 1: 1 parameter tensors (2 values)' "$T/strategy.out"
+lk_in "$W/my_strategy" train my_strategy.ini --out run2 --set rosenbrock.x0=1e200
+status=$?
+check "strategy: reduce_gradients runs: check_finite fails the run, naming the gradient" \
+  sh -c "test $status -eq 1 && grep -Eq 'gradient of x\[[01]\] is -?(inf|nan) \(check_finite = true\)' '$T/out'"
+
+R=$W/my_precision/run
+check "precision: overflows at scale 65536 skip steps while the scale halves" \
+  test "$(grep -c '^my_precision: gradients overflowed at scale [0-9]*: step skipped' "$T/precision.out")" -eq 8
+check "precision: the scale grows after growth_interval good steps" \
+  grep -q '^my_precision: 200 steps without overflow: scale 256 -> 512$' "$T/precision.out"
+check "precision: x still reaches the minimum" near "$R" 0.02 'x[0]' 1 'x[1]' 1
+lk_in "$W/my_precision" inspect ./my_precision.so
+check "precision: loopkit inspect loads it as a precision plugin of ABI 1.3" \
+  sh -c "grep -q '^kinds: *precision$' '$T/out' && grep -q '^abi: *1.3$' '$T/out'"
+
+# Under umask 002 the project is still one loopkit agrees to load: new
+# and the Makefile keep the directory and the plugin from group writes.
+(umask 002 && lk new shared --kind optimizer >/dev/null 2>&1 && build shared &&
+  lk_in shared train shared.ini --out run --quiet)
+check "umask 002: directory and plugin are kept writable by their owner only" \
+  test "$(stat -c %a shared)" = 755 -a "$(stat -c %a shared/shared.so)" = 755
+check "umask 002: and loopkit trains with it" grep -q '^trained 2000 steps' "$T/out"
+
+# ---- refusals: exit 2, a message, nothing written ------------------------
+KINDS='kinds: step, optimizer, zero_grad, profiler, data, callback, scheduler, strategy, precision'
+ls -A >"$T/before"
+exp2() { # exp2 PATTERN DESC ARGS...
+  pattern=$1 desc=$2
+  shift 2
+  lk new "$@" >"$T/out" 2>&1
+  got=$?
+  if [ "$got" -ne 2 ]; then
+    not_ok "$desc" "exit status $got, expected 2" "$(head -c 2000 "$T/out")"
+  elif ! grep -Eq -- "$pattern" "$T/out"; then
+    not_ok "$desc" "output does not match /$pattern/:" "$(head -c 2000 "$T/out")"
+  else
+    ok "$desc"
+  fi
+}
+exp2 "--kind KIND is required; $KINDS" "no --kind: refused, the kinds listed" fresh
+exp2 "unknown kind \"model\"; $KINDS" "unknown kind: refused, the kinds listed" fresh --kind model
+exp2 "--kind needs a value; $KINDS" "--kind without its value" fresh --kind
+exp2 'no NAME' "no NAME" --kind step
+exp2 'more than one NAME' "two NAMEs" a b --kind step
+exp2 'unknown option "--force"' "unknown option" fresh --kind step --force
+exp2 '--kind given twice' "--kind twice" fresh --kind step --kind=data
+for bad in 9lives my-plugin my.plugin ../up a/b 'sp ace' ''; do
+  exp2 "invalid NAME \"$bad\": it must be a C identifier" "NAME \"$bad\" refused" "$bad" --kind step
+done
+long=$(printf 'x%.0s' $(seq 65))
+exp2 'invalid NAME "x+": it must be a C identifier' "a NAME of 65 characters refused" "$long" --kind step
+exp2 'NAME "rosenbrock" is taken: rosenbrock.ini also loads the bundled plugin rosenbrock' \
+  "a NAME its config also loads (rosenbrock) refused" rosenbrock --kind optimizer
+exp2 'NAME "sgd" is taken' "a NAME its config also loads (sgd) refused" sgd --kind data
+ls -A >"$T/after"
+check "the refusals wrote nothing" cmp -s "$T/before" "$T/after"
+
+# NAME exists: as the directory of an earlier new (edited since), as a
+# file, as a dangling symbolic link. Nothing is touched.
+echo "/* my edits */" >>my_step/my_step.c
+(cd my_step && ls -l --time-style=full-iso && cksum ./*) >"$T/before"
+exp2 '^loopkit: new: my_step already exists; nothing was written' "an existing directory is refused" my_step --kind step
+(cd my_step && ls -l --time-style=full-iso && cksum ./*) >"$T/after"
+check "and nothing in it changed" cmp -s "$T/before" "$T/after"
+echo keep >afile
+exp2 'afile already exists' "an existing file is refused" afile --kind data
+check "and it is untouched" test "$(cat afile)" = keep
+ln -s nowhere alink
+exp2 'alink already exists' "a dangling symbolic link is refused" alink --kind data
+check "and it still points nowhere" test "$(readlink alink)" = nowhere -a ! -e nowhere
+
+# A failure part-way (the file size limit stops the largest file, written
+# last) takes back every file written and the directory.
+(trap '' XFSZ && ulimit -f 8 && lk new partial --kind step) >"$T/out" 2>&1
+status=$?
+check "a write that fails part-way: exit 1, the file named" \
+  sh -c "test $status -eq 1 && grep -q 'cannot write partial/partial.c: ' '$T/out'"
+check "and nothing is left behind" test ! -e partial -a ! -L partial
+
+lk new --help >"$T/out" 2>&1
+status=$?
+check "new --help: usage, every kind with a line" sh -c "test $status -eq 0 &&
+  grep -q '^usage: loopkit new NAME --kind KIND' '$T/out' &&
+  test \$(grep -Ec '^  (step|optimizer|zero_grad|profiler|data|callback|scheduler|strategy|precision) ' '$T/out') -eq 9"
+finish
