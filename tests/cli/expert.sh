@@ -1,0 +1,161 @@
+#!/bin/sh
+# The expert examples, each built out of tree with nothing but pkg-config
+# loopkit against an installed loopkit and run with it (as sdk.sh does for
+# examples/plugin):
+#  - examples/gan: manual optimization driving two optimizers (sgd for the
+#    discriminator, adam for the generator), gradients by hand;
+#  - examples/bind_lbfgs: a C program minimising a plain C function turned
+#    into a closure with lk_bind, with lbfgs and no model plugin
+#    (lk_optimizer_open);
+#  - examples/loss_scale: a precision plugin doing dynamic loss scaling.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+: "${LK_BUILDDIR:?}"
+
+make -s -C "$LK_BUILDDIR" install DESTDIR="$T/root" >"$T/install.log" 2>&1
+check "make install into a staging directory" test $? -eq 0
+pc="$LK_BUILDDIR/loopkit.pc"
+libdir=$(pkg-config --variable=libdir "$pc")
+bindir=$(pkg-config --variable=exec_prefix "$pc")/bin
+pluginsdir=$(pkg-config --variable=pluginsdir "$pc")
+LK="$T/root$bindir/loopkit"
+
+# build NAME FILE: copies examples/NAME to $T/NAME and makes it with the
+# staged loopkit.pc; passes when FILE was built.
+build() {
+  cp -R "$LK_SRCDIR/examples/$1" "$T/$1"
+  chmod -R u+w "$T/$1"
+  rm -f "$T/$1/$2"
+  PKG_CONFIG_PATH="$T/root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$T/root" \
+    make -s -C "$T/$1" >"$T/$1.build.log" 2>&1
+  check "examples/$1 builds with pkg-config loopkit only" test -f "$T/$1/$2"
+}
+
+# lk DIR ARGS...: the installed loopkit, plugins from DIR and the installed
+# plugin directory only, output in $T/out.
+lk() {
+  dir=$1
+  shift
+  LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$dir:$T/root$pluginsdir" \
+    "$LK" "$@" >"$T/out" 2>&1
+}
+
+# dump CKPT OUT: the installed loopkit dump.
+dump() { LD_LIBRARY_PATH="$T/root$libdir" "$LK" dump "$1" >"$2" 2>&1; }
+
+# last CSV COLUMN: COLUMN (by its header) of the last row of CSV.
+last() {
+  awk -F, -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i }
+    END { print $k }' "$1"
+}
+
+# near A B TOL: |A - B| <= TOL.
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d * d <= t * t) }'; }
+
+# ---- gan ----------------------------------------------------------------
+build gan gan.so
+cd "$T/gan" || exit 1
+lk "$T/gan" train gan.ini --out "$T/gan-run" --quiet
+check "gan: trains with manual optimization" test $? -eq 0
+csv="$T/gan-run/metrics.csv"
+check "gan: logs d_loss and g_loss" \
+  sh -c "head -1 '$csv' | grep -q '^step,epoch,loss,d_loss,g_loss,'"
+check "gan: the generator starts far from the target" \
+  sh -c "awk -F, 'NR == 2 { exit !(\$6 < 0.1 && \$9 < 1.1) }' '$csv'"
+for c in "g_mean_x 2" "g_mean_y -1" "g_std_x 0.5" "g_std_y 1.5"; do
+  set -- $c
+  v=$(last "$csv" "$1")
+  check "gan: the generator learnt the target's $1 ($v, target $2)" near "$v" "$2" 0.1
+done
+dump "$T/gan-run/checkpoints/last.ckpt" "$T/gan.dump"
+for c in "0 2" "1 -1"; do
+  set -- $c
+  v=$(awk -v k="generator.bias[$1]" '$1 == k { print $2 }' "$T/gan.dump")
+  check "gan: the checkpoint's generator.bias[$1] is the target mean ($v)" near "$v" "$2" 0.1
+done
+check "gan: the discriminator was trained too" \
+  sh -c "awk '\$1 ~ /^discriminator.weight/ && \$2 != 0 { n++ } END { exit n != 5 }' '$T/gan.dump'"
+lk "$T/gan" train gan.ini --out "$T/gan-half" --quiet --set loop.max_steps=1500 &&
+  lk "$T/gan" train gan.ini --out "$T/gan-resumed" --quiet \
+    --resume "$T/gan-half/checkpoints/last.ckpt"
+check "gan: a resumed run trains" test $? -eq 0
+dump "$T/gan-resumed/checkpoints/last.ckpt" "$T/gan-resumed.dump"
+check "gan: it ends exactly where the whole run did (both optimizers' state)" \
+  sh -c "cmp -s '$T/gan.dump' '$T/gan-resumed.dump' && test \$(wc -l <'$T/gan.dump') -eq 12"
+sed '/^\[adam\]/,$d' gan.ini >"$T/gan-same.ini"
+lk "$T/gan" train "$T/gan-same.ini" --out "$T/gan-same" --quiet --set gan.g_optimizer=sgd
+check "gan: one plugin for both optimizers is refused" \
+  sh -c "test $? -eq 1 && grep -q 'must name another plugin' '$T/out'"
+
+# ---- bind_lbfgs ---------------------------------------------------------
+build bind_lbfgs bind_lbfgs
+cd "$T/bind_lbfgs" || exit 1
+# A plain program: the library from LD_LIBRARY_PATH, lbfgs.so from the
+# installed plugin directory.
+bl() {
+  LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$T/root$pluginsdir" \
+    ./bind_lbfgs "$@" >"$T/out" 2>&1
+}
+bl bind_lbfgs.ini
+check "bind_lbfgs: runs" test $? -eq 0
+cp "$T/out" "$T/bl.out"
+check "bind_lbfgs: x = (1, ..., 1) to 1e-8 in 10 variables" \
+  sh -c "awk '/^x\\[/ { n++; d = \$2 - 1; if (d * d > 1e-16) bad = 1 } END { exit bad || n != 10 }' '$T/bl.out'"
+check "bind_lbfgs: the minimum is 0 and the evaluations are counted" \
+  sh -c "awk '/^minimum/ { ok = \$2 < 1e-16 && \$7 > 10 } END { exit !ok }' '$T/bl.out'"
+check "bind_lbfgs: links libloopkit" \
+  sh -c "LD_LIBRARY_PATH='$T/root$libdir' ldd ./bind_lbfgs | grep -q '$T/root$libdir/libloopkit'"
+sed 's/^history_size = .*/history_size = 0/' bind_lbfgs.ini >"$T/bad.ini"
+bl "$T/bad.ini"
+check "bind_lbfgs: lbfgs's refusal of an option reaches the program" \
+  sh -c "test $? -eq 1 && grep -q 'history_size = 0' '$T/out'"
+
+# ---- loss_scale ---------------------------------------------------------
+build loss_scale loss_scale.so
+cd "$T/loss_scale" || exit 1
+lk "$T/loss_scale" inspect ./loss_scale.so
+check "loss_scale: a precision plugin (and a callback)" \
+  grep -q '^kinds: *callback,precision$' "$T/out"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls" --set loop.max_steps=300
+check "loss_scale: trains" test $? -eq 0
+cp "$T/out" "$T/ls.out"
+csv="$T/ls/metrics.csv"
+check "loss_scale: logs loss_scale and overflow" \
+  sh -c "head -1 '$csv' | grep -qx 'step,epoch,loss,loss_scale,overflow'"
+# The gradient at (-1.2, 1) is about 216: scaled by 65536 ... 512 it
+# exceeds 65504, by 256 it does not.
+check "loss_scale: 8 steps overflow, halving the scale from 65536 to 512" \
+  sh -c "awk -F, 'NR >= 2 && NR <= 9 { if (\$4 != 65536 / 2 ^ (NR - 2) || \$5 != 1) bad = 1 }
+    END { exit bad }' '$csv'"
+check "loss_scale: the parameters do not move while steps are skipped" \
+  sh -c "awk -F, 'NR == 2 { l = \$3 } NR >= 2 && NR <= 10 && \$3 != l { bad = 1 } END { exit bad }' '$csv'"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls8" --quiet --set loop.max_steps=8
+dump "$T/ls8/checkpoints/last.ckpt" "$T/ls8.dump"
+check "loss_scale: after 8 skipped steps x is still (-1.2, 1)" \
+  sh -c "awk '\$1 == \"x[0]\" && \$2 == -1.2 { a = 1 } \$1 == \"x[1]\" && \$2 == 1 { b = 1 }
+    END { exit !(a && b && NR == 2) }' '$T/ls8.dump'"
+check "loss_scale: at scale 256 the step is taken" \
+  sh -c "awk -F, 'NR == 10 { exit !(\$4 == 256 && \$5 == 0) }' '$csv'"
+check "loss_scale: then the loss falls" \
+  sh -c "awk -F, 'NR == 2 { a = \$3 } END { exit !(\$3 < a / 1000) }' '$csv'"
+check "loss_scale: each change is logged" \
+  grep -q 'loss scale 65536 -> 32768 (gradients overflowed, step skipped)' "$T/ls.out"
+check "loss_scale: after growth_interval = 100 good steps the scale doubles" \
+  sh -c "awk -F, 'NR == 109 && \$4 != 256 { bad = 1 } NR == 110 && \$4 != 512 { bad = 1 }
+    END { exit bad }' '$csv'"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-torch" --quiet \
+  --set loop.max_steps=300 --set loss_scale.growth_interval=2000
+check "loss_scale: with torch's growth_interval (2000) it does not grow in 300 steps" \
+  sh -c "awk -F, 'NR > 9 && \$4 != 256 { bad = 1 } END { exit bad }' '$T/ls-torch/metrics.csv'"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-fp" --quiet --set loop.max_steps=300 \
+  --set loss_scale.max_value=1000 --set loss_scale.growth_interval=10 --set rosenbrock.dtype=f32
+check "loss_scale: a small range and growth_interval: the scale grows and backs off again" \
+  sh -c "awk -F, 'NR > 11 && \$5 == 1 { off++ } NR > 11 && \$4 > s && s { up++ } { s = \$4 }
+    END { exit !(off > 5 && up > 5) }' '$T/ls-fp/metrics.csv'"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-half" --quiet --set loop.max_steps=150 &&
+  lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-resumed" --quiet \
+    --set loop.max_steps=300 --resume "$T/ls-half/checkpoints/last.ckpt"
+check "loss_scale: a resumed run trains" test $? -eq 0
+check "loss_scale: it continues the scale and the growth count exactly" \
+  sh -c "awk -F, 'NR > 151' '$csv' >'$T/ls.tail' && awk -F, 'NR > 1 && \$1 >= 150' '$T/ls-resumed/metrics.csv' |
+    cmp -s - '$T/ls.tail' && test \$(wc -l <'$T/ls.tail') -eq 150"
+finish
