@@ -32,6 +32,21 @@ struct lk_closure {
   const char *caller;
 };
 
+/* The closure's own finding (a non-finite loss or parameter): the message
+ * says it all. */
+static double fail_check(lk_closure *c, const char *fmt, ...) LK_PRINTF(2, 3);
+
+static double fail_check(lk_closure *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+  va_end(ap);
+  c->err = LK_ENONFINITE;
+  return NAN;
+}
+
+/* A part that failed: WHAT names it and lk_last_error() has its reason,
+ * whatever the code (a plugin may fail with LK_ENONFINITE too). */
 static double fail(lk_closure *c, int code, const char *fmt, ...)
     LK_PRINTF(3, 4);
 
@@ -41,10 +56,7 @@ static double fail(lk_closure *c, int code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  if (code == LK_ENONFINITE)
-    snprintf(c->errmsg, sizeof c->errmsg, "%s", what);
-  else /* a plugin's own message is in lk_last_error() */
-    snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", what, lk_last_error());
+  snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", what, lk_last_error());
   c->err = code;
   return NAN;
 }
@@ -55,20 +67,20 @@ static double check_params(lk_closure *c) {
     const lk_tensor *t = c->p.params[i];
     long at = lk__first_nonfinite(t->dtype, t->data, t->numel);
     if (at >= 0)
-      return fail(c, LK_ENONFINITE,
-                  "non-finite parameter %s[%ld] = %g after backward (epoch "
-                  "%llu, batch %llu)",
-                  t->name, at, lk__element(t->dtype, t->data, (size_t)at),
-                  (unsigned long long)c->epoch,
-                  (unsigned long long)c->batch_index);
+      return fail_check(
+          c,
+          "non-finite parameter %s[%ld] = %g after backward (epoch "
+          "%llu, batch %llu)",
+          t->name, at, lk__element(t->dtype, t->data, (size_t)at),
+          (unsigned long long)c->epoch, (unsigned long long)c->batch_index);
     at = t->grad ? lk__first_nonfinite(t->dtype, t->grad, t->numel) : -1;
     if (at >= 0)
-      return fail(c, LK_ENONFINITE,
-                  "non-finite gradient of parameter %s[%ld] = %g after "
-                  "backward (epoch %llu, batch %llu)",
-                  t->name, at, lk__element(t->dtype, t->grad, (size_t)at),
-                  (unsigned long long)c->epoch,
-                  (unsigned long long)c->batch_index);
+      return fail_check(c,
+                        "non-finite gradient of parameter %s[%ld] = %g after "
+                        "backward (epoch %llu, batch %llu)",
+                        t->name, at, lk__element(t->dtype, t->grad, (size_t)at),
+                        (unsigned long long)c->epoch,
+                        (unsigned long long)c->batch_index);
   }
   return 0;
 }
@@ -89,11 +101,11 @@ static double evaluate(lk_closure *c) {
   if (r->has_loss) {
     r->loss /= c->divisor;
     if (p->terminate_on_nan && !isfinite(r->loss))
-      return fail(c, LK_ENONFINITE,
-                  "non-finite loss %g at epoch %llu, batch %llu "
-                  "(terminate_on_nan)",
-                  r->loss, (unsigned long long)c->epoch,
-                  (unsigned long long)c->batch_index);
+      return fail_check(c,
+                        "non-finite loss %g at epoch %llu, batch %llu "
+                        "(terminate_on_nan)",
+                        r->loss, (unsigned long long)c->epoch,
+                        (unsigned long long)c->batch_index);
   } else if (!c->warned_no_loss) {
     c->warned_no_loss = true;
     if (p->log)

@@ -466,7 +466,9 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
                {"precision", run->precision}};
   for (size_t r = 0; r < sizeof roles / sizeof roles[0] && rc == 0; r++)
     if (roles[r].in)
-      rc = lk_config_put(run->cfg, "plugins", roles[r].role, roles[r].in->name,
+      rc = lk_config_put(run->cfg, "plugins", roles[r].role,
+                         roles[r].in->given ? roles[r].in->given
+                                            : roles[r].in->name,
                          where_of(cfg, "plugins", roles[r].role));
   const lk_config_entry *cb = lk_config_find(cfg, "plugins", "callbacks");
   if (cb && rc == 0)

@@ -34,6 +34,9 @@ expect 0 'trained 40 steps' "sgd (1.2 headers) trains, driven by a scheduler" --
 "$LOOPKIT" dump "$T/r13/checkpoints/last.ckpt" >"$T/d13"
 "$LOOPKIT" dump "$T/r12/checkpoints/last.ckpt" >"$T/d12"
 check "... to the same bits" cmp -s "$T/d13" "$T/d12"
+check "the effective config keeps the path as named, so it runs again" \
+  grep -qx "optimizer = $A/sgd_v12.so" "$T/r12/config.ini"
+expect 0 'trained 40 steps' "... and it does" -- train "$T/r12/config.ini" --out "$T/r12b"
 check "... with the same learning rates logged" \
   sh -c "cut -d, -f1,4- '$T/r13/metrics.csv' >'$T/m13' && cut -d, -f1,4- '$T/r12/metrics.csv' >'$T/m12' && cmp -s '$T/m13' '$T/m12'"
 

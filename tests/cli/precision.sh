@@ -108,4 +108,11 @@ cfg zero "" "precision = scaler" "scale = 0"
 st=$?; check "a loss scale of 0: the run fails" test $st -eq 1
 check "... naming the plugin and the value" grep -q "loss_scale of precision scaler is 0" "$T/out"
 
+# A plugin's own LK_ENONFINITE failure keeps its message (it was once
+# taken for the closure's own non-finite check and dropped).
+cfg failing "" "precision = scaler" "fail = true"
+"$LOOPKIT" train "$T/failing.ini" --out "$T/failing" >"$T/out" 2>&1
+st=$?; check "a failing unscale_gradients fails the run" test $st -eq 1
+check "... with the plugin's message" grep -q "unscale_gradients of precision scaler.*gradients are not finite (test)" "$T/out"
+
 finish

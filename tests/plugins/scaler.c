@@ -14,6 +14,7 @@ typedef struct scaler {
   const double *skip_at;
   size_t n_skip;
   long calls;
+  bool fail;
 } scaler;
 
 static int create(lk_host *host, const lk_options *o, void **self) {
@@ -22,6 +23,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
   s->scale = lk_opt_double(o, "scale");
+  s->fail = lk_opt_bool(o, "fail");
   s->skip_at = lk_opt_doubles(o, "skip_at", &s->n_skip);
   const char *trace = lk_opt_string(o, "trace");
   if (*trace && !(s->trace = fopen(trace, "a"))) {
@@ -51,6 +53,8 @@ static int unscale_gradients(void *self, lk_tensor *const *params, size_t n,
   scaler *s = self;
   long call = s->calls++;
   *skip = false;
+  if (s->fail)
+    return lk_fail(s->host, LK_ENONFINITE, "gradients are not finite (test)");
   for (size_t i = 0; i < s->n_skip; i++)
     *skip = *skip || s->skip_at[i] == (double)call;
   for (size_t i = 0; i < n; i++) {
@@ -75,6 +79,8 @@ static const lk_option options[] = {
      NULL},
     {"skip_at", LK_OPT_DOUBLES, "-1",
      "unscale calls (from 0) that report an overflow", NULL},
+    {"fail", LK_OPT_BOOL, "false",
+     "unscale_gradients fails with LK_ENONFINITE and a message", NULL},
     {"trace", LK_OPT_STRING, "", "file that receives one line per call", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
