@@ -118,7 +118,8 @@ H=$LK_SRCDIR/include/loopkit
 } | sort -u >"$T/names"
 missing=
 while read -r name; do
-  grep -q "\\\\fB$name\\\\f[RP]" "$P7" || missing="$missing $name"
+  grep -q -e "\\\\fB$name\\\\f[RP]" -e "^\\.BR\\{0,1\\} $name\\( \\|\$\\)" "$P7" ||
+    missing="$missing $name"
 done <"$T/names"
 check "loopkit-plugin(7) names every entry, host function and descriptor field ($(wc -l <"$T/names"))${missing:+; missing:$missing}" \
   test -z "$missing"
