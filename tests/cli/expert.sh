@@ -19,14 +19,17 @@ bindir=$(pkg-config --variable=exec_prefix "$pc")/bin
 pluginsdir=$(pkg-config --variable=pluginsdir "$pc")
 LK="$T/root$bindir/loopkit"
 
-# build NAME FILE: copies examples/NAME to $T/NAME and makes it with the
-# staged loopkit.pc; passes when FILE was built.
+# build NAME FILE [MAKE-ARGS...]: copies examples/NAME to $T/NAME and makes
+# it with the staged loopkit.pc; passes when FILE was built.
 build() {
   cp -R "$LK_SRCDIR/examples/$1" "$T/$1"
   chmod -R u+w "$T/$1"
   rm -f "$T/$1/$2"
+  ex=$1 file=$2
+  shift 2
   PKG_CONFIG_PATH="$T/root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$T/root" \
-    make -s -C "$T/$1" >"$T/$1.build.log" 2>&1
+    make -s -C "$T/$ex" "$@" >"$T/$ex.build.log" 2>&1
+  set -- "$ex" "$file"
   check "examples/$1 builds with pkg-config loopkit only" test -f "$T/$1/$2"
 }
 
@@ -87,7 +90,9 @@ check "gan: one plugin for both optimizers is refused" \
   sh -c "test $? -eq 1 && grep -q 'must name another plugin' '$T/out'"
 
 # ---- bind_lbfgs ---------------------------------------------------------
-build bind_lbfgs bind_lbfgs
+# A program linked with a sanitizer build of libloopkit must have the
+# sanitizer runtime first: build it with the same flags.
+build bind_lbfgs bind_lbfgs CC="${LK_CC:-cc} ${LK_SANITIZE:-}"
 cd "$T/bind_lbfgs" || exit 1
 # A plain program: the library from LD_LIBRARY_PATH, lbfgs.so from the
 # installed plugin directory.

@@ -1,6 +1,9 @@
 # Shared by the CLI tests: TAP output and helpers to run the command.
 # Each test script sources this, runs checks, and ends with finish.
 set -u
+# Tests that run make start it afresh: the suite's jobserver is not theirs
+# (its file descriptors are closed), and make would warn about it.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 : "${LOOPKIT:?LOOPKIT must name the loopkit binary (set by make check)}"
 : "${LK_SRCDIR:?}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/lk-cli.XXXXXX")
