@@ -250,10 +250,14 @@ int lk_host_optimizer_step(lk_host *host, lk_closure_fn closure) {
   if (rc == 0)
     rc = lk__hook(run, offsetof(lk_callback_ops, on_before_optimizer_step),
                   "on_before_optimizer_step");
-  if (rc == 0 &&
-      (rc = run->calls.optimizer_step(run->optimizer->self, run->params,
-                                      run->n_params, closure)) != 0)
-    rc = lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
+  if (rc == 0) {
+    run->in_optimizer_step = true;
+    rc = run->calls.optimizer_step(run->optimizer->self, run->params,
+                                   run->n_params, closure);
+    run->in_optimizer_step = false;
+    if (rc != 0)
+      rc = lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
+  }
   if (rc == 0) {
     run->progress.global_step++;
     rc = lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
@@ -410,10 +414,22 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
   return 0;
 }
 
+/* In manual optimization every optimizer step the step plugin takes is a
+ * step of the run, as Lightning's global_step counts the steps of all
+ * optimizers; so max_steps ends a run whose plugin steps only optimizers of
+ * its own. A step inside another optimizer's (sam's base) is part of that
+ * one. */
 int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
                       lk_closure_fn closure) {
   lk__instance *in = (lk__instance *)opt;
+  lk_run *run = in->host.run;
+  bool outer = run->in_optimizer_step;
+  bool counts = run->loop.manual && run->in_training_step && !outer;
+  run->in_optimizer_step = true;
   int rc = in->desc->optimizer->step(in->self, params, n, closure);
+  run->in_optimizer_step = outer;
+  if (rc == 0 && counts)
+    run->progress.global_step++;
   return rc ? lk__err_prefix(rc, "step of optimizer %s", in->name) : 0;
 }
 

@@ -138,8 +138,9 @@ struct lk_run {
   lk_tensor *rows_state; /* metrics.csv rows a checkpoint has seen */
   bool resumed;
   char *last_ckpt;
-  bool in_training_step; /* manual-optimization calls are valid */
-  int hook_rc;           /* a failure after the closure (hooks, clipping) */
+  bool in_training_step;  /* manual-optimization calls are valid */
+  bool in_optimizer_step; /* a nested optimizer's step is not a run step */
+  int hook_rc;            /* a failure after the closure (hooks, clipping) */
   char hook_msg[1024];
   lk__metrics *metrics;
   double last_loss;

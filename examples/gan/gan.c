@@ -10,13 +10,13 @@
  *
  * Each training_step is one round of the game, as a Lightning module with
  * automatic_optimization = False writes it: a discriminator update through
- * the run's optimizer ([plugins] optimizer, with lk_host_optimizer_step,
- * which is what counts the run's steps: without a data plugin, max_steps
- * of them end the run), then a generator update through a second
- * optimizer plugin (option g_optimizer) that this plugin created with
- * lk_host_optimizer_new. Gradients are computed here, by hand; nothing
- * else backpropagates. The discriminator's loss has an R1 penalty (option
- * r1), without which the game circles its equilibrium.
+ * the run's optimizer ([plugins] optimizer, with lk_host_optimizer_step),
+ * then a generator update through a second optimizer plugin (option
+ * g_optimizer) that this plugin created with lk_host_optimizer_new. Each
+ * update is a step of the run, as in Lightning: a round takes two, and
+ * without a data plugin max_steps of them end the run. Gradients are computed
+ * here, by hand; nothing else backpropagates. The discriminator's loss has an
+ * R1 penalty (option r1), without which the game circles its equilibrium.
  *
  * An optimizer plugin is created for all the run's parameters and refuses
  * to step any other list, so both optimizers step all of them; the

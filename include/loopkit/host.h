@@ -90,6 +90,9 @@ LK_API int lk_host_set_lr(lk_host *host, double lr);
 typedef struct lk_optimizer lk_optimizer;
 LK_API int lk_host_optimizer_new(lk_host *host, const char *name,
                                  lk_optimizer **out);
+/* In manual optimization, a step taken from training_step counts as one
+ * of the run's steps (max_steps, metrics' step), as one through
+ * lk_host_optimizer_step does; a step inside another optimizer's does not. */
 LK_API int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params,
                              size_t n, lk_closure_fn closure);
 LK_API double lk_optimizer_lr(lk_optimizer *opt);

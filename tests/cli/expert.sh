@@ -77,6 +77,11 @@ for c in "0 2" "1 -1"; do
 done
 check "gan: the discriminator was trained too" \
   sh -c "awk '\$1 ~ /^discriminator.weight/ && \$2 != 0 { n++ } END { exit n != 5 }' '$T/gan.dump'"
+# Both optimizers' steps count, as Lightning's global_step does: 10 steps
+# are 5 rounds (once only the run's optimizer counted: 10 rounds).
+lk "$T/gan" train gan.ini --out "$T/gan-10" --quiet --set loop.max_steps=10
+check "gan: each round is two steps of the run (5 rows, at steps 0, 2, ..., 8)" \
+  sh -c "grep -q 'trained 10 steps' '$T/out' && awk -F, 'NR > 1 { n++; s = \$1 } END { exit !(n == 5 && s == 8) }' '$T/gan-10/metrics.csv'"
 lk "$T/gan" train gan.ini --out "$T/gan-half" --quiet --set loop.max_steps=1500 &&
   lk "$T/gan" train gan.ini --out "$T/gan-resumed" --quiet \
     --resume "$T/gan-half/checkpoints/last.ckpt"
