@@ -124,16 +124,20 @@ static size_t count_options(const lk_option *o) {
   return n;
 }
 
-static void list_accepted(const lk_descriptor *desc, char *buf, size_t len) {
+bool lk__option_names(const lk_option *options, char *buf, size_t len) {
   size_t used = 0;
   buf[0] = '\0';
-  for (const lk_option *o = desc->options; o && o->name; o++) {
+  for (const lk_option *o = options; o && o->name; o++) {
     int w = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", o->name);
     if (w < 0 || (size_t)w >= len - used)
       break;
     used += (size_t)w;
   }
-  if (!used)
+  return used > 0;
+}
+
+static void list_accepted(const lk_descriptor *desc, char *buf, size_t len) {
+  if (!lk__option_names(desc->options, buf, len))
     snprintf(buf, len, "(none: the plugin has no options)");
 }
 

@@ -18,4 +18,8 @@ int lk__options_export(const lk_options *opts, const char *section,
 
 void lk__options_free(lk_options *opts);
 
+/* "a, b, c": the names of OPTIONS, for "accepted: ..." messages. False
+ * when there are none. */
+bool lk__option_names(const lk_option *options, char *buf, size_t len);
+
 #endif

@@ -108,6 +108,26 @@ static const char *where_of(const lk_config *cfg, const char *section,
   return e ? e->where : lk_config_path(cfg);
 }
 
+/* Every key of [SECTION] must be one of KEYS. */
+static int known_keys(const lk_config *cfg, const char *section,
+                      const lk_option *keys) {
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (strcmp(e->section, section) != 0)
+      continue;
+    const lk_option *k = keys;
+    while (k->name && strcmp(k->name, e->key) != 0)
+      k++;
+    if (!k->name) {
+      char accepted[512];
+      lk__option_names(keys, accepted, sizeof accepted);
+      return lk__err(LK_ECONFIG, "%s: unknown key \"%s\" in [%s]; accepted: %s",
+                     e->where, e->key, section, accepted);
+    }
+  }
+  return 0;
+}
+
 static int loop_value(const lk_config *cfg, size_t index, int64_t *i, double *d,
                       bool *b) {
   const lk_option *k = &loop_keys[index];
@@ -147,31 +167,16 @@ static int loop_value(const lk_config *cfg, size_t index, int64_t *i, double *d,
 }
 
 static int parse_loop(lk_run *run, const lk_config *cfg) {
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
-    if (strcmp(e->section, "loop") != 0)
-      continue;
-    bool known = false;
-    for (size_t k = 0; k < N_LOOP_KEYS; k++)
-      known = known || strcmp(loop_keys[k].name, e->key) == 0;
-    if (!known)
-      return lk__err(LK_ECONFIG,
-                     "%s: unknown key \"%s\" in [loop]; accepted: max_epochs, "
-                     "max_steps, accumulate_grad_batches, gradient_clip_val, "
-                     "gradient_clip_algorithm, terminate_on_nan, "
-                     "manual_optimization, seed, val_every_n_epochs, "
-                     "checkpoint_every_n_steps, keep_last, log_every_n_steps",
-                     e->where, e->key);
-  }
+  int rc = known_keys(cfg, "loop", loop_keys);
+  if (rc != 0)
+    return rc;
   lk__loop_config *l = &run->loop;
   int64_t iv[N_LOOP_KEYS] = {0};
   double dv[N_LOOP_KEYS] = {0};
   bool bv[N_LOOP_KEYS] = {0};
-  for (size_t k = 0; k < N_LOOP_KEYS; k++) {
-    int rc = loop_value(cfg, k, &iv[k], &dv[k], &bv[k]);
-    if (rc != 0)
+  for (size_t k = 0; k < N_LOOP_KEYS; k++)
+    if ((rc = loop_value(cfg, k, &iv[k], &dv[k], &bv[k])) != 0)
       return rc;
-  }
   l->max_epochs = iv[0];
   l->max_steps = iv[1];
   l->accumulate = iv[2];
@@ -301,20 +306,9 @@ static int assign(lk_run *run, const char *role, const char *name,
 }
 
 static int parse_plugins(lk_run *run, const lk_config *cfg) {
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
-    if (strcmp(e->section, "plugins") != 0)
-      continue;
-    bool known = false;
-    for (size_t k = 0; k < N_ROLES; k++)
-      known = known || strcmp(plugin_keys[k].name, e->key) == 0;
-    if (!known)
-      return lk__err(LK_ECONFIG,
-                     "%s: unknown key \"%s\" in [plugins]; accepted: step, "
-                     "backward, zero_grad, optimizer, scheduler, profiler, "
-                     "data, strategy, callbacks, precision",
-                     e->where, e->key);
-  }
+  int rc = known_keys(cfg, "plugins", plugin_keys);
+  if (rc != 0)
+    return rc;
   const lk_config_entry *step = lk_config_find(cfg, "plugins", "step");
   if (!step)
     return lk__err(LK_ECONFIG,
@@ -322,7 +316,6 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
                    "the loss, e.g. step = rosenbrock)",
                    lk_config_path(cfg));
   const lk_config_entry *e;
-  int rc;
   /* Creation order: data first (a model may size itself from it), then
    * the model, then what works on the model's parameters. */
   if ((e = lk_config_find(cfg, "plugins", "data")) &&
