@@ -8,6 +8,7 @@
  * float arithmetic, lr / (1 + (step - 1) * lr_decay). So this file must be
  * compiled with -ffp-contract=off. f32 parameters are updated in float with
  * each scalar rounded to float. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,18 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
+/* A checkpoint's values: the rate, the step count, and sums of squares
+ * (from an initial value >= 0) that are never negative. */
+static int check_state(void *self) {
+  adagrad *s = self;
+  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->step, 0, LK_STATE_MAX_COUNT, true);
+  for (size_t i = 0; rc == 0 && i < s->n; i++)
+    rc = lk_state_check(s->host, s->sum[i], 0, DBL_MAX, false);
+  return rc;
+}
+
 static double get_lr(void *self) {
   return *(const double *)((adagrad *)self)->lr->data;
 }
@@ -211,4 +224,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .optimizer = &optimizer_ops,
+    .check_state = check_state,
 };

@@ -17,6 +17,7 @@
 #ifndef LOOPKIT_PLUGINS_ADAM_COMMON_H
 #define LOOPKIT_PLUGINS_ADAM_COMMON_H
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,21 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
   return 0;
 }
 
+/* A checkpoint's values: the rate, the step count, and second moments
+ * that are never negative (a negative one would make sqrt NaN). */
+static inline int adam_check_state(void *self) {
+  adam *s = self;
+  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->step, 0, LK_STATE_MAX_COUNT, true);
+  for (size_t i = 0; rc == 0 && i < s->n; i++) {
+    rc = lk_state_check(s->host, s->exp_avg_sq[i], 0, DBL_MAX, false);
+    if (rc == 0 && s->amsgrad)
+      rc = lk_state_check(s->host, s->max_exp_avg_sq[i], 0, DBL_MAX, false);
+  }
+  return rc;
+}
+
 static inline double adam_get_lr(void *self) {
   return *(const double *)((adam *)self)->lr->data;
 }
@@ -179,8 +195,8 @@ static inline float adam_maxf(float a, float b) {
 }
 
 FMA_CLONES static void adam_update_f64(const adam *s, const adam_scalars *c,
-                                   double *p, const double *grad, double *m,
-                                   double *v, double *vmax, size_t numel) {
+                                       double *p, const double *grad, double *m,
+                                       double *v, double *vmax, size_t numel) {
   double b1 = s->beta1, b2 = s->beta2, k1 = 1 - s->beta1, k2 = 1 - s->beta2;
   double wd = s->weight_decay, eps = s->eps, neg_step = -c->step_size;
   double shrink = 1 - c->lr * s->weight_decay;
@@ -201,8 +217,8 @@ FMA_CLONES static void adam_update_f64(const adam *s, const adam_scalars *c,
 }
 
 FMA_CLONES static void adam_update_f32(const adam *s, const adam_scalars *c,
-                                   float *p, const float *grad, float *m,
-                                   float *v, float *vmax, size_t numel) {
+                                       float *p, const float *grad, float *m,
+                                       float *v, float *vmax, size_t numel) {
   float b1 = (float)s->beta1, b2 = (float)s->beta2;
   float k1 = (float)(1 - s->beta1), k2 = (float)(1 - s->beta2);
   float wd = (float)s->weight_decay, eps = (float)s->eps;

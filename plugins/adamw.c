@@ -37,4 +37,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = adam_destroy,
     .optimizer = &adam_optimizer_ops,
+    .check_state = adam_check_state,
 };

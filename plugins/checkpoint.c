@@ -196,6 +196,26 @@ static int check(checkpoint *s, const lk_step_result *val) {
   return keep(s, e);
 }
 
+/* A checkpoint's values: the kept count indexes the table, and each kept
+ * entry's epoch and step name a file. */
+static int check_state(void *self) {
+  checkpoint *s = self;
+  int rc = lk_state_check(s->host, s->n_kept, 0, (double)s->cap, true);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->checks, 0, LK_STATE_MAX_COUNT, true);
+  const double *kept = s->kept->data;
+  for (size_t i = 0; rc == 0 && i < count(s); i++)
+    for (int f = EPOCH; rc == 0 && f <= STEP; f++) {
+      double v = kept[i * N_FIELDS + f];
+      if (!(v >= 0 && v <= LK_STATE_MAX_COUNT && v == floor(v)))
+        rc = lk_fail(s->host, LK_EFORMAT,
+                     "state %s: kept entry %zu has %s %.17g: expected a whole "
+                     "number in [0, 2^53]",
+                     s->kept->name, i, f == EPOCH ? "epoch" : "step", v);
+    }
+  return rc;
+}
+
 static int on_validation_end(void *self, const lk_step_result *result) {
   checkpoint *s = self;
   return s->m.at_validation ? check(s, result) : 0;
@@ -238,4 +258,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .callback = &callback_ops,
+    .check_state = check_state,
 };

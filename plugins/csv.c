@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <float.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "data_common.h"
 
@@ -22,13 +23,17 @@ typedef struct reader {
 
 /* The whole file, NUL-terminated. */
 static int slurp(lk_host *host, const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return lk_fail(host, errno == ENOENT ? LK_ENOTFOUND : LK_EIO,
-                   "cannot open %s: %s", path, strerror(errno));
+  int fd;
+  int rc = lk_open_input(path, "data file", &fd);
+  if (rc != 0)
+    return rc; /* the host's message names the file */
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return lk_fail(host, LK_EIO, "cannot open %s: %s", path, strerror(errno));
+  }
   size_t cap = 1 << 16, n = 0;
   char *buf = NULL;
-  int rc = 0;
   for (;;) {
     if (!buf || n == cap - 1) {
       size_t grown = buf ? 2 * cap : cap;
@@ -301,7 +306,8 @@ static const lk_option options[] = {
     DATA_COMMON_OPTIONS("none", "(x - min) / (max - min) per feature"),
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_data_ops data_ops = {.epoch = data_epoch, .batch = data_batch};
+static const lk_data_ops data_ops = {
+    .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

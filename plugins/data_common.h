@@ -63,8 +63,9 @@ typedef struct data_set {
   int normalize;
   /* what the reader fills in */
   size_t features;
-  lk_dtype y_dtype;  /* LK_I32 or LK_F32 */
-  data_file file[2]; /* [0] training file, [1] test file */
+  size_t x_ndim, x_shape[LK_MAX_DIMS]; /* one sample (features in all) */
+  lk_dtype y_dtype;                    /* LK_I32 or LK_F32 */
+  data_file file[2];                   /* [0] training file, [1] test file */
   /* what data_setup derives */
   uint64_t seed;
   size_t n[3];     /* samples per split */
@@ -302,6 +303,25 @@ static inline bool data_split_ok(const data_set *d, lk_split split) {
     return true;
   lk_fail(d->host, LK_EINVAL, "no split number %d", (int)split);
   return false;
+}
+
+/* What a sample looks like (lk_data_ops.shape): the reader's shape of x
+ * (features, or an image's channel, height and width), and for labels the
+ * number of classes the files hold (the largest label plus one). */
+static inline int data_shape(void *self, lk_sample_shape *out) {
+  const data_set *d = self;
+  *out = (lk_sample_shape){.x_dtype = LK_F32, .y_dtype = d->y_dtype};
+  out->x_ndim = d->x_ndim ? d->x_ndim : 1;
+  for (size_t i = 0; i < out->x_ndim; i++)
+    out->x_shape[i] = d->x_ndim ? d->x_shape[i] : d->features;
+  if (d->y_dtype == LK_I32)
+    for (int k = 0; k < 2; k++)
+      for (size_t i = 0; i < d->file[k].n; i++) {
+        int32_t v = ((const int32_t *)d->file[k].y)[i];
+        if (v >= 0 && (size_t)v + 1 > out->n_classes)
+          out->n_classes = (size_t)v + 1;
+      }
+  return 0;
 }
 
 static inline int data_epoch(void *self, lk_split split, uint64_t epoch,

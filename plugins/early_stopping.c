@@ -134,6 +134,17 @@ static int check(early_stopping *s, const lk_step_result *val) {
   return 0;
 }
 
+/* A checkpoint's values: a flag and two counts. */
+static int check_state(void *self) {
+  early_stopping *s = self;
+  int rc = lk_state_check(s->host, s->has_best, 0, 1, true);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->wait, 0, LK_STATE_MAX_COUNT, true);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->checks, 0, LK_STATE_MAX_COUNT, true);
+  return rc;
+}
+
 static int on_validation_end(void *self, const lk_step_result *result) {
   early_stopping *s = self;
   return s->m.at_validation ? check(s, result) : 0;
@@ -179,4 +190,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .callback = &callback_ops,
+    .check_state = check_state,
 };

@@ -116,6 +116,12 @@ static void swap_contents(ema *s) {
   set_flag(s, FLAG_SWAPPED, !flag(s, FLAG_SWAPPED));
 }
 
+/* A checkpoint's values: two flags. */
+static int check_state(void *self) {
+  ema *s = self;
+  return lk_state_check(s->host, s->flags, 0, 1, true);
+}
+
 static int on_train_start(void *self) {
   ema *s = self;
   if (flag(s, FLAG_SWAPPED)) {
@@ -203,4 +209,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .callback = &callback_ops,
+    .check_state = check_state,
 };

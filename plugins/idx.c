@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "data_common.h"
@@ -83,11 +84,10 @@ static int read_up_to(lk_host *host, gzFile f, const char *path, void *buf,
       return lk_fail(host, LK_EIO, "cannot read %s: %s", path, strerror(errno));
     if (err == Z_MEM_ERROR)
       return lk_fail(host, LK_ENOMEM, "out of memory reading %s", path);
-    /* A damaged file, not a failed read. zlib's message starts with the
-     * path already. */
-    size_t plen = strlen(path);
-    if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
-      msg += plen + 2;
+    /* A damaged file, not a failed read. zlib's message starts with what
+     * it was opened as ("<fd:3>: "), which the path says better. */
+    if (msg[0] == '<' && strstr(msg, ">: "))
+      msg = strstr(msg, ">: ") + 3;
     return lk_fail(host, LK_EFORMAT, "%s: corrupt gzip data: %s", path, msg);
   }
   return 0;
@@ -138,16 +138,22 @@ static bool payload_of(const uint32_t *dims, size_t ndim,
 static int read_idx(lk_host *host, idx_file *file, uint32_t magic) {
   size_t ndim = magic & 0xff, head_len = 4 + 4 * ndim;
   const char *path = file->path, *what = ndim == 3 ? "images" : "labels";
+  int fd;
+  int rc = lk_open_input(path, what, &fd);
+  if (rc != 0)
+    return rc; /* the host's message names the file */
   errno = 0;
-  gzFile f = gzopen(path, "rb");
-  if (!f)
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) {
+    close(fd);
     return lk_fail(host, LK_EIO, "cannot open %s: %s", path,
                    errno ? strerror(errno) : "out of memory");
+  }
   gzbuffer(f, 1u << 17);
   bool gz = gzdirect(f) == 0;
   unsigned char head[16];
   size_t got = 0;
-  int rc = read_up_to(host, f, path, head, head_len, &got);
+  rc = read_up_to(host, f, path, head, head_len, &got);
   if (rc == 0 && got < head_len)
     rc = lk_fail(host, LK_EFORMAT,
                  "%s is truncated: %zu bytes, an IDX header of %s needs %zu",
@@ -215,9 +221,13 @@ static int load(data_set *d, idx_file *im, idx_file *lb, int k, size_t limit,
     return lk_fail(d->host, LK_EFORMAT, "%s has %u images but %s has %u labels",
                    im->path, im->dims[0], lb->path, lb->dims[0]);
   size_t f = (size_t)im->dims[1] * im->dims[2];
-  if (k == 0)
+  if (k == 0) { /* one channel of rows x columns, as torchvision's */
     d->features = f;
-  else if (f != d->features)
+    d->x_ndim = 3;
+    d->x_shape[0] = 1;
+    d->x_shape[1] = im->dims[1];
+    d->x_shape[2] = im->dims[2];
+  } else if (f != d->features)
     return lk_fail(d->host, LK_EFORMAT,
                    "%s has images of %u x %u pixels, the training images have "
                    "%zu pixels",
@@ -294,7 +304,8 @@ static const lk_option options[] = {
     DATA_COMMON_OPTIONS("scale", "x / 255"),
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_data_ops data_ops = {.epoch = data_epoch, .batch = data_batch};
+static const lk_data_ops data_ops = {
+    .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -33,6 +33,7 @@
  * Each step says at debug level how many iterations and closure calls it
  * made (bench/lbfgs reads it); nothing is formatted unless the host logs
  * debug messages. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -379,6 +380,32 @@ static void destroy(void *self) {
   free(s->al);
   free(s->slot);
   free(s);
+}
+
+/* A checkpoint's values. The ring's two numbers index the history: pairs
+ * held in [0, history_size], the oldest's slot in [0, history_size), and
+ * 0 until the ring is full (the order this plugin fills it in). */
+static int check_state(void *self) {
+  lbfgs *s = self;
+  double h = (double)s->history_size;
+  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->n_iter, 0, LK_STATE_MAX_COUNT, true);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->func_evals, 0, LK_STATE_MAX_COUNT, true);
+  if (rc != 0)
+    return rc;
+  const double *ring = s->ring->data;
+  if (!(ring[0] >= 0 && ring[0] <= h && ring[0] == floor(ring[0])) ||
+      !(ring[1] >= 0 && ring[1] < h && ring[1] == floor(ring[1])) ||
+      (ring[0] < h && ring[1] != 0))
+    return lk_fail(s->host, LK_EFORMAT,
+                   "state %s = [%.17g, %.17g]: expected the pairs held (0 to "
+                   "history_size = %lld) and the oldest's slot (0 to %lld, 0 "
+                   "until all are held)",
+                   s->ring->name, ring[0], ring[1], (long long)s->history_size,
+                   (long long)s->history_size - 1);
+  return 0;
 }
 
 static int add_state(lbfgs *s, const char *name, lk_dtype dtype, size_t rows,
@@ -959,4 +986,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .optimizer = &optimizer_ops,
+    .check_state = check_state,
 };

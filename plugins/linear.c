@@ -29,6 +29,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ECONFIG,
                    "inputs = %lld and outputs = %lld must be >= 1",
                    (long long)in, (long long)out);
+  int rc = model_check_data(host, "inputs", (size_t)in, 0, (size_t)out);
+  if (rc != 0)
+    return rc;
   linear *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -36,7 +39,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   m->inputs = (size_t)in;
   m->outputs = (size_t)out;
   size_t shape[2] = {m->outputs, m->inputs};
-  int rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
+  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
   if (rc == 0)
     rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
   if (rc != 0) {

@@ -9,6 +9,7 @@
  * only grow), every product is one sgemm (or sgemv for a batch of one), and
  * bias and activation are fused into one pass. */
 #include <errno.h>
+#include <unistd.h>
 
 #include "model_common.h"
 
@@ -71,10 +72,16 @@ static int load_init(mlp *m, const char *path) {
   size_t want = 0;
   for (size_t l = 0; l < m->n_layers; l++)
     want += (m->layers[l].in + 1) * m->layers[l].out * sizeof(float);
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd;
+  int rc = lk_open_input(path, "init file", &fd);
+  if (rc != 0)
+    return rc;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
     return lk_fail(m->host, LK_EIO, "init \"%s\": cannot open: %s", path,
                    strerror(errno));
+  }
   unsigned char *buf = malloc(want + 1);
   size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
   int err = ferror(f);
@@ -136,6 +143,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (sizes[n - 1] < 2)
     return lk_fail(host, LK_ECONFIG,
                    "layers: the last size is the number of classes, >= 2");
+  int rc = model_check_data(host, "layers[0]", (size_t)sizes[0],
+                            (size_t)sizes[n - 1], 0);
+  if (rc != 0)
+    return rc;
   mlp *m = calloc(1, sizeof *m);
   if (!m || !(m->layers = calloc(n - 1, sizeof *m->layers))) {
     free(m);
@@ -145,7 +156,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   m->n_layers = n - 1;
   m->act =
       strcmp(lk_opt_string(o, "activation"), "tanh") ? MODEL_RELU : MODEL_TANH;
-  int rc = 0;
   for (size_t l = 0; l < m->n_layers && rc == 0; l++) {
     layer *y = &m->layers[l];
     y->in = (size_t)sizes[l];

@@ -297,6 +297,58 @@ static inline double model_xent(const float *z, const int32_t *y, size_t n,
   return loss;
 }
 
+/* ---- the data, at create --------------------------------------------- */
+
+/* "784 (1x28x28)" */
+static inline void model_dims(const size_t *shape, size_t ndim, size_t numel,
+                              char *buf, size_t len) {
+  int used = snprintf(buf, len, "%zu", numel);
+  for (size_t i = 0; ndim > 1 && i < ndim && used > 0 && (size_t)used < len;
+       i++)
+    used += snprintf(buf + used, len - (size_t)used, "%s%zu%s", i ? "x" : " (",
+                     shape[i], i + 1 == ndim ? ")" : "");
+}
+
+/* The data plugin's samples against the model's sizes, when it says what
+ * they look like (ABI 1.4), so that a mismatch is a config error before
+ * anything is trained: INPUTS features per sample, and either CLASSES
+ * labels (the data's labels must fit: > 0) or OUTPUTS real targets. */
+static inline int model_check_data(lk_host *host, const char *inputs_option,
+                                   size_t inputs, size_t classes,
+                                   size_t outputs) {
+  lk_sample_shape s;
+  if (lk_host_data_shape(host, &s) != 0)
+    return 0; /* no data plugin, or it does not say: checked per batch */
+  size_t numel = 1;
+  for (size_t i = 0; i < s.x_ndim; i++)
+    numel *= s.x_shape[i];
+  char dims[96];
+  model_dims(s.x_shape, s.x_ndim, numel, dims, sizeof dims);
+  if (numel != inputs)
+    return lk_fail(host, LK_ECONFIG,
+                   "%s = %zu, but the data's samples have %s features",
+                   inputs_option, inputs, dims);
+  if (classes && s.n_classes == 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "the model classifies, but the data's targets are not "
+                   "class labels");
+  if (classes && s.n_classes > classes)
+    return lk_fail(host, LK_ECONFIG,
+                   "the model has %zu classes, but the data's labels go up to "
+                   "%zu",
+                   classes, s.n_classes - 1);
+  size_t ynum = 1;
+  for (size_t i = 0; i < s.y_ndim; i++)
+    ynum *= s.y_shape[i];
+  if (outputs && (s.n_classes > 0 || s.y_dtype == 0 || ynum != outputs))
+    return lk_fail(host, LK_ECONFIG,
+                   "outputs = %zu, but the data's samples have %s", outputs,
+                   s.n_classes > 0  ? "class labels, not real targets"
+                   : s.y_dtype == 0 ? "no targets"
+                                    : "another number of targets");
+  return 0;
+}
+
 /* ---- batch checks ----------------------------------------------------- */
 
 /* "f32 [32, 784]" */

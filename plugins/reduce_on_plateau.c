@@ -122,6 +122,20 @@ static void set_best(plateau *s, double v) {
   *(double *)s->best->data = isinf(v) ? 0 : v;
 }
 
+/* A checkpoint's values: counters, and best_inf one of -1, 0, 1. */
+static int check_state(void *self) {
+  plateau *s = self;
+  lk_host *h = s->c.host;
+  int rc = sched_check_state(&s->c);
+  if (rc == 0)
+    rc = lk_state_check(h, s->best_inf, -1, 1, true);
+  if (rc == 0)
+    rc = lk_state_check(h, s->num_bad_epochs, 0, LK_STATE_MAX_COUNT, true);
+  if (rc == 0)
+    rc = lk_state_check(h, s->cooldown_counter, 0, (double)s->cooldown, true);
+  return rc;
+}
+
 /* torch's is_better, operation for operation. */
 static bool is_better(const plateau *s, double a, double best) {
   if (!s->max && s->rel)
@@ -208,4 +222,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .scheduler = &scheduler_ops,
+    .check_state = check_state,
 };

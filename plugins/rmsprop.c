@@ -9,6 +9,7 @@
  * into fma(-lr, buf, p); addcdiv_ rounds each operation (p + (-lr*g)/avg,
  * buf*m + g/avg). So this file must be compiled with -ffp-contract=off. f32
  * parameters are updated in float with each scalar rounded to float. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,18 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   *(double *)s->lr->data = lr;
   *self = s;
   return 0;
+}
+
+/* A checkpoint's values: the rate, the step count, and square averages
+ * that are never negative. */
+static int check_state(void *self) {
+  rmsprop *s = self;
+  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->step, 0, LK_STATE_MAX_COUNT, true);
+  for (size_t i = 0; rc == 0 && i < s->n; i++)
+    rc = lk_state_check(s->host, s->square_avg[i], 0, DBL_MAX, false);
+  return rc;
 }
 
 static double get_lr(void *self) {
@@ -258,4 +271,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .optimizer = &optimizer_ops,
+    .check_state = check_state,
 };

@@ -69,6 +69,16 @@ static inline int sched_init(sched_common *c, lk_host *host,
   return 0;
 }
 
+/* A checkpoint's values of the common state: torch's step count and the
+ * initial rate. SELF starts with a sched_common (every scheduler's first
+ * member), so that this is check_state for those with no state of their
+ * own. */
+static inline int sched_check_state(void *self) {
+  sched_common *c = self;
+  int rc = lk_state_check(c->host, c->last_epoch, 0, LK_STATE_MAX_COUNT, true);
+  return rc ? rc : lk_state_check(c->host, c->base_lr, 0, 1e308, false);
+}
+
 /* Whether a step() call is for this scheduler's interval. */
 static inline bool sched_mine(const sched_common *c, lk_interval when) {
   return when == c->interval;

@@ -7,6 +7,7 @@
  * fma(k, b, a*m)) we call fma(), and the file must be compiled with
  * -ffp-contract=off so that the compiler fuses nothing else. f32 parameters
  * are updated in float with the scalars rounded to float, as torch does. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,17 @@ static void destroy(void *self) {
   free(s->buf);
   free(s);
 }
+
+#if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
+/* A checkpoint's values: a rate and a flag. */
+static int check_state(void *self) {
+  sgd *s = self;
+  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  if (rc == 0 && s->initialized)
+    rc = lk_state_check(s->host, s->initialized, 0, 1, true);
+  return rc;
+}
+#endif
 
 static double get_lr(void *self) {
   return *(const double *)((sgd *)self)->lr->data;
@@ -307,4 +319,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .optimizer = &optimizer_ops,
+#if LK_ABI_MINOR >= 4
+    .check_state = check_state,
+#endif
 };

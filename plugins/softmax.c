@@ -27,6 +27,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ECONFIG,
                    "inputs = %lld must be >= 1 and classes = %lld >= 2",
                    (long long)in, (long long)c);
+  int rc = model_check_data(host, "inputs", (size_t)in, (size_t)c, 0);
+  if (rc != 0)
+    return rc;
   softmax *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -34,7 +37,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   m->inputs = (size_t)in;
   m->classes = (size_t)c;
   size_t shape[2] = {m->classes, m->inputs};
-  int rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
+  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
   if (rc == 0)
     rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
   if (rc != 0) {

@@ -78,4 +78,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .scheduler = &scheduler_ops,
+    .check_state = sched_check_state,
 };

@@ -1,7 +1,7 @@
 /* Checkpoints: the loop's progress, the generator and every parameter and
  * state tensor in one file, so that a resumed run continues bit for bit.
  *
- * Format, version 1. Every integer is little-endian whatever the host, and
+ * Format, version 2. Every integer is little-endian whatever the host, and
  * floats are stored as their IEEE 754 bit patterns in the same byte order:
  *
  *   magic     8 bytes   "LOOPKIT\0"
@@ -9,6 +9,11 @@
  *   length    u64       bytes in the whole file, checksum included
  *   progress  4 x u64   epoch, batch, global_step, accum
  *   rng       4 x u64   the generator's state words
+ *   loop      the rest of the loop's state (lk__loop_state), version 2 on:
+ *     metrics_rows u64, flags u64 (1 stopped, 2 finished, 4 has_last_loss;
+ *     no other bit), last_loss f64, epoch_losses u64, epoch_loss_sum f64,
+ *     n_latest u64, then n_latest records of name_len u32, name (a
+ *     metrics.csv column name, no NUL), value f64
  *   count     u64       number of tensors, then count records of:
  *     kind u32 (1 parameter, 2 state), dtype u32 (lk_dtype), ndim u32,
  *     name_len u32, shape (ndim x u64), name (name_len bytes, no NUL),
@@ -18,7 +23,9 @@
  * The magic, version and length fields and the trailing CRC are an envelope
  * every later version must keep: it lets a reader tell a truncated or corrupt
  * file from one written by a newer loopkit (a flipped bit in the version
- * field says "checksum mismatch", not "version 16777217").
+ * field says "checksum mismatch", not "version 16777217"). Version 1 files
+ * (no loop section) are still read, for dump; a run does not resume from
+ * one, as it lacks the loop's state.
  *
  * Nothing read from a file is trusted: every count and size is checked
  * against the bytes actually there before it is used. */
@@ -35,7 +42,13 @@
 #include "crc32.h"
 #include "internal.h"
 
-#define LK__CKPT_VERSION 1u
+#define LK__CKPT_VERSION 2u
+#define HEADER_LEN (8 * 4 + 8 * 4) /* progress and rng */
+#define LOOP_FIXED_LEN (8 * 6)     /* the loop section before its records */
+#define FLAG_STOPPED 1u
+#define FLAG_FINISHED 2u
+#define FLAG_HAS_LAST_LOSS 4u
+#define FLAGS_KNOWN (FLAG_STOPPED | FLAG_FINISHED | FLAG_HAS_LAST_LOSS)
 #define MAGIC "LOOPKIT\0"
 #define MAGIC_LEN 8
 #define ENVELOPE_LEN 20 /* magic, version, length */
@@ -262,8 +275,52 @@ static void emit_list(writer *w, lk_tensor *const *list, size_t n,
 
 /* Writes the whole checkpoint to FD (the temporary file TMP) and syncs it.
  * Always closes FD. */
+static uint64_t f64_bits(double v) {
+  uint64_t b;
+  memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+static double bits_f64(uint64_t b) {
+  double v;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+static uint64_t loop_len(const lk__loop_state *st) {
+  uint64_t len = LOOP_FIXED_LEN;
+  for (size_t i = 0; i < st->n_latest; i++)
+    len += 4 + strlen(st->latest[i].name) + 8;
+  return len;
+}
+
+static void emit_loop(writer *w, const lk__loop_state *st) {
+  unsigned char h[LOOP_FIXED_LEN];
+  uint64_t flags = (st->stopped ? FLAG_STOPPED : 0) |
+                   (st->finished ? FLAG_FINISHED : 0) |
+                   (st->has_last_loss ? FLAG_HAS_LAST_LOSS : 0);
+  put64(h, st->metrics_rows);
+  put64(h + 8, flags);
+  put64(h + 16, f64_bits(st->last_loss));
+  put64(h + 24, st->epoch_losses);
+  put64(h + 32, f64_bits(st->epoch_loss_sum));
+  put64(h + 40, (uint64_t)st->n_latest);
+  emit(w, h, sizeof h);
+  for (size_t i = 0; i < st->n_latest; i++) {
+    unsigned char r[4 + 8];
+    size_t len = strlen(st->latest[i].name);
+    put32(r, (uint32_t)len);
+    emit(w, r, 4);
+    emit(w, st->latest[i].name, len);
+    put64(r, f64_bits(st->latest[i].value));
+    emit(w, r, 8);
+  }
+}
+
+/* Writes the whole checkpoint to FD (the temporary file TMP) and syncs it.
+ * Always closes FD. */
 static int write_file(int fd, const char *tmp, uint64_t len,
-                      const lk__progress *progress, const lk_rng *rng,
+                      const lk__loop_state *state, const lk_rng *rng,
                       lk_tensor *const *params, size_t n_params,
                       lk_tensor *const *states, size_t n_states, mode_t mode) {
   /* mkstemp makes the file 0600; a checkpoint is an ordinary output. */
@@ -279,7 +336,8 @@ static int write_file(int fd, const char *tmp, uint64_t len,
     return lk__err(LK_EIO, "cannot open %s: %s", tmp, strerror(e));
   }
   writer w = {f, 0, 0, 0};
-  unsigned char h[ENVELOPE_LEN + 8 * 4 + 8 * 4 + 8];
+  const lk__progress *progress = &state->progress;
+  unsigned char h[ENVELOPE_LEN + HEADER_LEN];
   memcpy(h, MAGIC, MAGIC_LEN);
   put32(h + 8, LK__CKPT_VERSION);
   put64(h + 12, len);
@@ -289,8 +347,11 @@ static int write_file(int fd, const char *tmp, uint64_t len,
   put64(h + 44, progress->accum);
   for (int i = 0; i < 4; i++)
     put64(h + 52 + 8 * i, rng->s[i]);
-  put64(h + 84, (uint64_t)n_params + n_states);
   emit(&w, h, sizeof h);
+  emit_loop(&w, state);
+  unsigned char count[8];
+  put64(count, (uint64_t)n_params + n_states);
+  emit(&w, count, sizeof count);
   emit_list(&w, params, n_params, LK__CKPT_PARAM);
   emit_list(&w, states, n_states, LK__CKPT_STATE);
   unsigned char crc[CRC_LEN];
@@ -332,13 +393,30 @@ static int sync_dir(const char *path) {
   return rc;
 }
 
-int lk__ckpt_write(const char *path, const lk__progress *progress,
+/* The loop state the writer is given is the host's own, but it is checked
+ * as the reader checks it, so that every written file reads back. */
+static int check_loop(const lk__loop_state *st) {
+  if (st->n_latest > LK__MAX_COLUMNS)
+    return lk__err(LK_EINVAL, "loop state: %zu metrics, at most %d",
+                   st->n_latest, LK__MAX_COLUMNS);
+  for (size_t i = 0; i < st->n_latest; i++)
+    if (!lk__column_name_ok(st->latest[i].name,
+                            strnlen(st->latest[i].name, LK__NAME_MAX)))
+      return lk__err(LK_EINVAL, "loop state: metric %zu has a bad name", i);
+  return 0;
+}
+
+int lk__ckpt_write(const char *path, const lk__loop_state *state,
                    const lk_rng *rng, lk_tensor *const *params, size_t n_params,
                    lk_tensor *const *states, size_t n_states) {
-  if (!path || !progress || !rng)
-    return lk__err(LK_EINVAL, "lk__ckpt_write: NULL path, progress or rng");
-  uint64_t len = ENVELOPE_LEN + 8 * 4 + 8 * 4 + 8 + CRC_LEN;
-  int rc = check_list(params, n_params, "parameter", &len);
+  if (!path || !state || !rng)
+    return lk__err(LK_EINVAL, "lk__ckpt_write: NULL path, state or rng");
+  uint64_t len = ENVELOPE_LEN + HEADER_LEN + 8 + CRC_LEN;
+  int rc = check_loop(state);
+  if (rc == 0) {
+    len += loop_len(state);
+    rc = check_list(params, n_params, "parameter", &len);
+  }
   if (rc == 0)
     rc = check_list(states, n_states, "state", &len);
   if (rc != 0)
@@ -355,8 +433,8 @@ int lk__ckpt_write(const char *path, const lk__progress *progress,
     free(tmp);
     return rc;
   }
-  rc = write_file(fd, tmp, len, progress, rng, params, n_params, states,
-                  n_states, mode);
+  rc = write_file(fd, tmp, len, state, rng, params, n_params, states, n_states,
+                  mode);
   if (rc == 0 && rename(tmp, path) != 0)
     rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
                  strerror(errno));
@@ -467,6 +545,50 @@ static int parse_tensor(const char *path, cursor *c, size_t i,
   return 0;
 }
 
+/* The loop section: its format only. What its values mean for a run (an
+ * accumulation position of 2^63, say) is the resuming run's to check. */
+static int parse_loop(const char *path, cursor *c, lk__loop_state *st) {
+  const unsigned char *h = take(c, LOOP_FIXED_LEN);
+  if (!h)
+    return malformed(path, "loop state runs past the end");
+  uint64_t flags = get64(h + 8), n = get64(h + 40);
+  if (flags & ~(uint64_t)FLAGS_KNOWN)
+    return malformed(path, "loop state flags %#" PRIx64 " has unknown bits",
+                     flags);
+  st->metrics_rows = get64(h);
+  st->stopped = flags & FLAG_STOPPED;
+  st->finished = flags & FLAG_FINISHED;
+  st->has_last_loss = flags & FLAG_HAS_LAST_LOSS;
+  st->last_loss = bits_f64(get64(h + 16));
+  st->epoch_losses = get64(h + 24);
+  st->epoch_loss_sum = bits_f64(get64(h + 32));
+  if (n > LK__MAX_COLUMNS)
+    return malformed(path, "loop state holds %" PRIu64 " metrics, at most %d",
+                     n, LK__MAX_COLUMNS);
+  for (size_t i = 0; i < (size_t)n; i++) {
+    const unsigned char *r = take(c, 4);
+    uint32_t len = r ? get32(r) : 0;
+    const unsigned char *name = r ? take(c, len) : NULL;
+    const unsigned char *value = name ? take(c, 8) : NULL;
+    if (!value)
+      return malformed(path, "loop state metric %zu runs past the end", i);
+    if (!lk__column_name_ok((const char *)name, len))
+      return malformed(path,
+                       "loop state metric %zu: a name of %" PRIu32
+                       " bytes that is not a metrics.csv column",
+                       i, len);
+    memcpy(st->latest[i].name, name, len);
+    st->latest[i].name[len] = '\0';
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(st->latest[k].name, st->latest[i].name) == 0)
+        return malformed(path, "loop state metric %s appears twice",
+                         st->latest[i].name);
+    st->latest[i].value = bits_f64(get64(value));
+  }
+  st->n_latest = (size_t)n;
+  return 0;
+}
+
 static int check_names(const char *path, const lk__ckpt *ck) {
   const char **names = malloc((ck->n ? ck->n : 1) * sizeof *names);
   if (!names)
@@ -519,23 +641,30 @@ static int parse(const char *path, const unsigned char *buf, size_t len,
                    "%08" PRIx32 ", computed %08" PRIx32 ")",
                    path, stored, computed);
   uint32_t version = get32(buf + 8);
-  if (version != LK__CKPT_VERSION)
+  if (version != 1 && version != LK__CKPT_VERSION)
     return lk__err(LK_EFORMAT,
                    "%s: checkpoint format version %" PRIu32
-                   ", this loopkit reads %u",
+                   ", this loopkit reads 1 and %u",
                    path, version, LK__CKPT_VERSION);
+  ck->version = version;
 
   cursor c = {buf, ENVELOPE_LEN, len - CRC_LEN};
-  const unsigned char *h = take(&c, 8 * 4 + 8 * 4 + 8);
+  const unsigned char *h = take(&c, HEADER_LEN);
   if (!h)
     return malformed(path, "header runs past the end");
-  ck->progress.epoch = get64(h);
-  ck->progress.batch = get64(h + 8);
-  ck->progress.global_step = get64(h + 16);
-  ck->progress.accum = get64(h + 24);
+  lk__loop_state *st = &ck->state;
+  st->progress.epoch = get64(h);
+  st->progress.batch = get64(h + 8);
+  st->progress.global_step = get64(h + 16);
+  st->progress.accum = get64(h + 24);
   for (int i = 0; i < 4; i++)
     ck->rng.s[i] = get64(h + 32 + 8 * i);
-  uint64_t count = get64(h + 64);
+  int rc = version >= 2 ? parse_loop(path, &c, st) : 0;
+  if (rc != 0)
+    return rc;
+  if (!(h = take(&c, 8)))
+    return malformed(path, "tensor count runs past the end");
+  uint64_t count = get64(h);
   /* Bounded by the bytes left before anything is allocated for it. */
   if (count > (c.end - c.pos) / RECORD_MIN)
     return malformed(path, "%" PRIu64 " tensors cannot fit in %zu bytes", count,
@@ -545,23 +674,21 @@ static int parse(const char *path, const unsigned char *buf, size_t len,
   if (!ck->kinds || !ck->tensors)
     return lk__err(LK_ENOMEM, "%s: out of memory", path);
   ck->n = (size_t)count;
-  for (size_t i = 0; i < ck->n; i++) {
-    int rc = parse_tensor(path, &c, i, &ck->kinds[i], &ck->tensors[i]);
-    if (rc != 0)
+  for (size_t i = 0; i < ck->n; i++)
+    if ((rc = parse_tensor(path, &c, i, &ck->kinds[i], &ck->tensors[i])) != 0)
       return rc;
-  }
   if (c.pos != c.end)
     return malformed(path, "%zu bytes after the last tensor", c.end - c.pos);
   return check_names(path, ck);
 }
 
-int lk__ckpt_read(const char *path, lk__ckpt **out) {
+int lk__ckpt_read(const char *path, lk__ckpt **out, struct stat *st) {
   if (!path || !out)
     return lk__err(LK_EINVAL, "lk__ckpt_read: NULL path or out");
   *out = NULL;
   char *text = NULL;
   size_t len = 0;
-  int rc = lk__read_file(path, "checkpoint", &text, &len);
+  int rc = lk__read_file(path, "checkpoint", UINT64_MAX, &text, &len, st);
   if (rc == LK_ENOTFOUND)
     return lk__err(rc, "%s: no such checkpoint", path);
   if (rc != 0)
@@ -606,7 +733,7 @@ int lk_checkpoint_dump(const char *path, FILE *out) {
   if (!path || !out)
     return lk__err(LK_EINVAL, "lk_checkpoint_dump: NULL path or stream");
   lk__ckpt *ck;
-  int rc = lk__ckpt_read(path, &ck);
+  int rc = lk__ckpt_read(path, &ck, NULL);
   if (rc != 0)
     return rc;
   for (size_t i = 0; i < ck->n && rc == 0; i++) {

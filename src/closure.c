@@ -45,19 +45,21 @@ static double fail_check(lk_closure *c, const char *fmt, ...) {
   return NAN;
 }
 
-/* A part that failed: WHAT names it and lk_last_error() has its reason,
- * whatever the code (a plugin may fail with LK_ENONFINITE too). */
-static double fail(lk_closure *c, int code, const char *fmt, ...)
-    LK_PRINTF(3, 4);
+/* A part that failed after MARK: WHAT names it and lk_last_error() has its
+ * reason, whatever the code (a plugin may fail with LK_ENONFINITE too), or
+ * says that the part gave none. */
+static double fail(lk_closure *c, int code, uint64_t mark, const char *fmt, ...)
+    LK_PRINTF(4, 5);
 
-static double fail(lk_closure *c, int code, const char *fmt, ...) {
+static double fail(lk_closure *c, int code, uint64_t mark, const char *fmt,
+                   ...) {
   char what[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  snprintf(c->errmsg, sizeof c->errmsg, "%s: %s", what, lk_last_error());
-  c->err = code;
+  c->err = lk__entry_failed(code, mark, "%s", what);
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", lk_last_error());
   return NAN;
 }
 
@@ -96,8 +98,19 @@ static double evaluate(lk_closure *c) {
   r->has_loss = false;
   r->n_metrics = 0;
 
+  uint64_t mark = lk__err_mark();
   if ((rc = p->step(p->step_self, c->batch, r)) != 0)
-    return fail(c, rc, "training_step of plugin %s", p->step_name);
+    return fail(c, rc, mark, "training_step of plugin %s", p->step_name);
+  /* The result is the plugin's: the loop indexes arrays with its count. */
+  if (r->n_metrics > LK_MAX_METRICS) {
+    size_t n = r->n_metrics;
+    r->n_metrics = 0;
+    return fail(c,
+                lk__err(LK_EPLUGIN,
+                        "returned %zu metrics, at most %d (LK_MAX_METRICS)", n,
+                        LK_MAX_METRICS),
+                mark, "training_step of plugin %s", p->step_name);
+  }
   if (r->has_loss) {
     r->loss /= c->divisor;
     if (p->terminate_on_nan && !isfinite(r->loss))
@@ -115,20 +128,25 @@ static double evaluate(lk_closure *c) {
   }
 
   if (c->zero_grad && p->zero_grad) {
+    mark = lk__err_mark();
     if (p->before_zero_grad && (rc = p->before_zero_grad(p->hook_ctx)) != 0)
-      return fail(c, rc, "on_before_zero_grad");
+      return fail(c, rc, mark, "on_before_zero_grad");
+    mark = lk__err_mark();
     if ((rc = p->zero_grad(p->zero_grad_self, p->params, p->n_params)) != 0)
-      return fail(c, rc, "zero_grad of plugin %s", p->zero_grad_name);
+      return fail(c, rc, mark, "zero_grad of plugin %s", p->zero_grad_name);
   }
 
   if (p->backward && r->has_loss) {
+    mark = lk__err_mark();
     if (p->before_backward &&
         (rc = p->before_backward(p->hook_ctx, r->loss)) != 0)
-      return fail(c, rc, "on_before_backward");
+      return fail(c, rc, mark, "on_before_backward");
+    mark = lk__err_mark();
     if ((rc = p->backward(p->backward_self, c->batch, c->scale)) != 0)
-      return fail(c, rc, "backward of plugin %s", p->backward_name);
+      return fail(c, rc, mark, "backward of plugin %s", p->backward_name);
+    mark = lk__err_mark();
     if (p->after_backward && (rc = p->after_backward(p->hook_ctx)) != 0)
-      return fail(c, rc, "on_after_backward");
+      return fail(c, rc, mark, "on_after_backward");
   }
 
   if (p->terminate_on_nan && check_params(c) != 0)

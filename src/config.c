@@ -383,7 +383,8 @@ int lk_config_load(const char *path, lk_config **out) {
     return lk__err(LK_EINVAL, "lk_config_load: NULL argument");
   char *text = NULL;
   size_t len = 0;
-  int rc = lk__read_file(path, "config", &text, &len);
+  /* No config is megabytes long: anything bigger is the wrong file. */
+  int rc = lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &text, &len, NULL);
   if (rc != 0)
     return rc;
   lk_config *cfg = NULL;

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 static _Thread_local char message[2048];
+static _Thread_local uint64_t recorded; /* failures recorded so far */
 
 const char *lk_strerror(int code) {
   switch (code) {
@@ -31,6 +32,7 @@ const char *lk_last_error(void) {
 }
 
 int lk__verr(int code, const char *fmt, va_list ap) {
+  recorded++;
   vsnprintf(message, sizeof message, fmt, ap);
   return code;
 }
@@ -54,4 +56,22 @@ int lk__err_prefix(int code, const char *fmt, ...) {
   if (snprintf(message, sizeof message, "%s: %s", prefix, old) < 0)
     message[0] = '\0';
   return code;
+}
+
+uint64_t lk__err_mark(void) {
+  return recorded;
+}
+
+int lk__entry_failed(int rc, uint64_t mark, const char *fmt, ...) {
+  int code = rc < 0 ? rc : LK_EPLUGIN;
+  if (recorded == mark)
+    lk__err(code,
+            "failed with %d (%s) without saying why (it did not call lk_fail)",
+            rc, lk_strerror(code));
+  char prefix[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  return lk__err_prefix(code, "%s", prefix);
 }

@@ -117,9 +117,12 @@ int lk__add_tensor(lk_run *run, lk__instance *inst, const char *name,
   t->data = lk__aligned_calloc(numel, lk_dtype_size(dtype));
   t->grad = param ? lk__aligned_calloc(numel, lk_dtype_size(dtype)) : NULL;
   if (!t->data || (param && !t->grad)) {
+    /* The message before the free: it names the tensor. */
+    int rc = lk__err(
+        LK_ENOMEM, "plugin %s: out of memory for %s %s (%zu elements of %s)",
+        who, param ? "parameter" : "state", full, numel, lk_dtype_name(dtype));
     free_tensor(t);
-    return lk__err(LK_ENOMEM, "out of memory for %s (%zu elements)", full,
-                   numel);
+    return rc;
   }
   (*list)[(*n)++] = t;
   *out = t;
@@ -176,11 +179,63 @@ uint64_t lk_host_seed(lk_host *host) {
 }
 
 void lk_host_request_stop(lk_host *host) {
-  host->run->stop_requested = true;
+  host->run->state.stopped = true;
 }
 
 const char *lk_host_run_dir(lk_host *host) {
-  return host->run->dir;
+  return host->run->rd.dir;
+}
+
+int lk_state_check(lk_host *host, const lk_tensor *t, double min, double max,
+                   bool integer) {
+  const char *who = host && host->inst ? host->inst->name : "host";
+  if (!t || !t->data)
+    return lk__err(LK_EINVAL, "plugin %s: lk_state_check of no tensor", who);
+  for (size_t i = 0; i < t->numel; i++) {
+    double v = lk__element(t->dtype, t->data, i);
+    if (v >= min && v <= max && (!integer || v == floor(v)))
+      continue;
+    char range[96];
+    snprintf(range, sizeof range, "%s in [%.17g, %.17g]",
+             integer ? "a whole number" : "a number", min, max);
+    return lk__err(LK_EFORMAT, "state %s[%zu] = %.17g: expected %s", t->name, i,
+                   v, range);
+  }
+  return 0;
+}
+
+int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
+  lk_run *run = host->run;
+  lk__instance *d = run->data;
+  if (!out)
+    return lk__err(LK_EINVAL, "plugin %s: lk_host_data_shape: OUT is NULL",
+                   host->inst->name);
+  memset(out, 0, sizeof *out);
+  if (!d)
+    return lk__err(LK_ENOTFOUND, "plugin %s: this run has no data plugin",
+                   host->inst->name);
+  if (lk__plugin_minor(d->plugin) < 4 || !d->desc->data->shape)
+    return lk__err(LK_ENOTFOUND,
+                   "plugin %s: data plugin %s does not say what its samples "
+                   "look like",
+                   host->inst->name, d->name);
+  if (!d->created)
+    return lk__err(LK_ESTATE, "plugin %s: data plugin %s is not created yet",
+                   host->inst->name, d->name);
+  uint64_t mark = lk__err_mark();
+  int rc = d->desc->data->shape(d->self, out);
+  if (rc != 0)
+    return lk__entry_failed(rc, mark, "shape of data plugin %s", d->name);
+  if (out->x_ndim > LK_MAX_DIMS || out->y_ndim > LK_MAX_DIMS ||
+      lk_dtype_size(out->x_dtype) == 0 ||
+      (out->y_dtype != 0 && lk_dtype_size(out->y_dtype) == 0) ||
+      (out->n_classes > 0 && (out->y_dtype != LK_I32 || out->y_ndim != 0)))
+    return lk__err(LK_EPLUGIN,
+                   "shape of data plugin %s: an impossible sample shape "
+                   "(x: %zu dimensions of dtype %d; y: %zu of dtype %d)",
+                   d->name, out->x_ndim, (int)out->x_dtype, out->y_ndim,
+                   (int)out->y_dtype);
+  return 0;
 }
 
 /* ---- manual optimization ------------------------------------------------ */
@@ -201,9 +256,11 @@ int lk_host_zero_grad(lk_host *host) {
   if (rc == 0)
     rc = lk__hook(run, offsetof(lk_callback_ops, on_before_zero_grad),
                   "on_before_zero_grad");
+  uint64_t mark = lk__err_mark();
   if (rc == 0 && (rc = run->calls.zero_grad(run->zero_grad->self, run->params,
                                             run->n_params)) != 0)
-    rc = lk__err_prefix(rc, "zero_grad of plugin %s", run->zero_grad->name);
+    rc = lk__entry_failed(rc, mark, "zero_grad of plugin %s",
+                          run->zero_grad->name);
   return rc;
 }
 
@@ -215,9 +272,11 @@ int lk_host_backward(lk_host *host, const lk_batch *batch, double loss,
     rc = lk__err(LK_ESTATE, "no backward plugin");
   if (rc == 0)
     rc = lk__hook_before_backward(run, loss);
+  uint64_t mark = lk__err_mark();
   if (rc == 0 &&
       (rc = run->calls.backward(run->backward->self, batch, scale)) != 0)
-    rc = lk__err_prefix(rc, "backward of plugin %s", run->backward->name);
+    rc = lk__entry_failed(rc, mark, "backward of plugin %s",
+                          run->backward->name);
   if (rc == 0)
     rc = lk__after_backward(run);
   return rc;
@@ -252,14 +311,16 @@ int lk_host_optimizer_step(lk_host *host, lk_closure_fn closure) {
                   "on_before_optimizer_step");
   if (rc == 0) {
     run->in_optimizer_step = true;
+    uint64_t mark = lk__err_mark();
     rc = run->calls.optimizer_step(run->optimizer->self, run->params,
                                    run->n_params, closure);
     run->in_optimizer_step = false;
     if (rc != 0)
-      rc = lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
+      rc = lk__entry_failed(rc, mark, "step of optimizer %s",
+                            run->optimizer->name);
   }
   if (rc == 0) {
-    run->progress.global_step++;
+    run->state.progress.global_step++;
     rc = lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
                   "on_after_optimizer_step");
   }
@@ -276,9 +337,10 @@ int lk__hook(lk_run *run, size_t offset, const char *hook) {
     if (offset < offsetof(lk_callback_ops, on_validation_start) ||
         lk__plugin_minor(cb->plugin) >= 2)
       memcpy(&fn, (const char *)cb->desc->callback + offset, sizeof fn);
+    uint64_t mark = lk__err_mark();
     int rc = fn ? fn(cb->self) : 0;
     if (rc != 0)
-      return lk__err_prefix(rc, "%s of plugin %s", hook, cb->name);
+      return lk__entry_failed(rc, mark, "%s of plugin %s", hook, cb->name);
   }
   return 0;
 }
@@ -290,10 +352,12 @@ int lk__hook(lk_run *run, size_t offset, const char *hook) {
 static int unscale(lk_run *run) {
   bool skip = false;
   lk__instance *p = run->precision;
+  uint64_t mark = lk__err_mark();
   int rc = p->desc->precision->unscale_gradients(p->self, run->params,
                                                  run->n_params, &skip);
   if (rc != 0)
-    return lk__err_prefix(rc, "unscale_gradients of precision %s", p->name);
+    return lk__entry_failed(rc, mark, "unscale_gradients of precision %s",
+                            p->name);
   run->precision_skip = skip;
   for (size_t i = 0; skip && i < run->n_params; i++) {
     lk_tensor *t = run->params[i];
@@ -309,12 +373,13 @@ static int unscale(lk_run *run) {
  * the window's gradients is averaged once (as DDP's no_sync does). */
 int lk__after_backward(lk_run *run) {
   int rc = 0;
+  uint64_t mark = lk__err_mark();
   if (run->strategy && run->strategy->desc->strategy->reduce_gradients &&
       !run->accumulating &&
       (rc = run->strategy->desc->strategy->reduce_gradients(
            run->strategy->self, run->params, run->n_params)) != 0)
-    return lk__err_prefix(rc, "reduce_gradients of plugin %s",
-                          run->strategy->name);
+    return lk__entry_failed(rc, mark, "reduce_gradients of plugin %s",
+                            run->strategy->name);
   if (run->precision && !run->accumulating && (rc = unscale(run)) != 0)
     return rc;
   return lk__hook(run, offsetof(lk_callback_ops, on_after_backward),
@@ -325,10 +390,11 @@ int lk__after_backward(lk_run *run) {
 int lk__reduce_sum(lk_run *run, double *values, size_t n) {
   if (run->world <= 1 || n == 0)
     return 0;
+  uint64_t mark = lk__err_mark();
   int rc = run->strategy->desc->strategy->reduce_metrics(run->strategy->self,
                                                          values, n);
-  return rc ? lk__err_prefix(rc, "reduce_metrics of plugin %s",
-                             run->strategy->name)
+  return rc ? lk__entry_failed(rc, mark, "reduce_metrics of plugin %s",
+                               run->strategy->name)
             : 0;
 }
 
@@ -352,9 +418,11 @@ int lk__hook_before_backward(lk_run *run, double loss) {
   for (size_t i = 0; i < run->n_callbacks; i++) {
     lk__instance *cb = run->callbacks[i];
     int (*fn)(void *, double) = cb->desc->callback->on_before_backward;
+    uint64_t mark = lk__err_mark();
     int rc = fn ? fn(cb->self, loss) : 0;
     if (rc != 0)
-      return lk__err_prefix(rc, "on_before_backward of plugin %s", cb->name);
+      return lk__entry_failed(rc, mark, "on_before_backward of plugin %s",
+                              cb->name);
   }
   return 0;
 }
@@ -426,11 +494,12 @@ int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
   bool outer = run->in_optimizer_step;
   bool counts = run->loop.manual && run->in_training_step && !outer;
   run->in_optimizer_step = true;
+  uint64_t mark = lk__err_mark();
   int rc = in->desc->optimizer->step(in->self, params, n, closure);
   run->in_optimizer_step = outer;
   if (rc == 0 && counts)
-    run->progress.global_step++;
-  return rc ? lk__err_prefix(rc, "step of optimizer %s", in->name) : 0;
+    run->state.progress.global_step++;
+  return rc ? lk__entry_failed(rc, mark, "step of optimizer %s", in->name) : 0;
 }
 
 double lk_optimizer_lr(lk_optimizer *opt) {
@@ -450,9 +519,11 @@ int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
     return lk__err(LK_ESTATE, "plugin %s: there is no step to evaluate yet",
                    host->inst->name);
   lk_step_result r = {0};
+  uint64_t mark = lk__err_mark();
   int rc = run->step->desc->step->training_step(run->step->self, batch, &r);
   if (rc != 0)
-    return lk__err_prefix(rc, "training_step of plugin %s", run->step->name);
+    return lk__entry_failed(rc, mark, "training_step of plugin %s",
+                            run->step->name);
   *loss = r.has_loss ? r.loss : NAN;
   return 0;
 }
@@ -460,23 +531,24 @@ int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
 /* ---- metrics and checkpoints, for callbacks ------------------------------ */
 
 void lk__metric_seen(lk_run *run, const char *name, double value) {
-  for (size_t i = 0; i < run->n_latest; i++)
-    if (strcmp(run->latest[i].name, name) == 0) {
-      run->latest[i].value = value;
+  lk__loop_state *st = &run->state;
+  for (size_t i = 0; i < st->n_latest; i++)
+    if (strcmp(st->latest[i].name, name) == 0) {
+      st->latest[i].value = value;
       return;
     }
-  if (run->n_latest == LK__MAX_COLUMNS)
+  if (st->n_latest == LK__MAX_COLUMNS)
     return; /* metrics.csv refuses the column anyway */
-  snprintf(run->latest[run->n_latest].name, sizeof run->latest[0].name, "%s",
+  snprintf(st->latest[st->n_latest].name, sizeof st->latest[0].name, "%s",
            name);
-  run->latest[run->n_latest++].value = value;
+  st->latest[st->n_latest++].value = value;
 }
 
 int lk_host_metric(lk_host *host, const char *name, double *value) {
-  lk_run *run = host->run;
-  for (size_t i = 0; name && i < run->n_latest; i++)
-    if (strcmp(run->latest[i].name, name) == 0) {
-      *value = run->latest[i].value;
+  const lk__loop_state *st = &host->run->state;
+  for (size_t i = 0; name && i < st->n_latest; i++)
+    if (strcmp(st->latest[i].name, name) == 0) {
+      *value = st->latest[i].value;
       return 0;
     }
   return lk__err(LK_ENOTFOUND, "plugin %s: no metric \"%s\" logged yet",
@@ -485,13 +557,11 @@ int lk_host_metric(lk_host *host, const char *name, double *value) {
 
 int lk_host_log_metric(lk_host *host, const char *name, double value) {
   lk_run *run = host->run;
-  if (!name || !*name || strlen(name) >= sizeof run->extra[0].name ||
-      strchr(name, ',') || strchr(name, '\n'))
+  if (!name || !lk__column_name_ok(name, strnlen(name, LK__NAME_MAX)))
     return lk__err(LK_EINVAL,
                    "plugin %s: metric name \"%s\" is not a column "
-                   "name (1 to %zu characters, no comma)",
-                   host->inst->name, name ? name : "(null)",
-                   sizeof run->extra[0].name - 1);
+                   "name (1 to %d characters, no comma, quote or newline)",
+                   host->inst->name, name ? name : "(null)", LK__NAME_MAX - 1);
   for (size_t i = 0; i < run->n_extra; i++)
     if (strcmp(run->extra[i].name, name) == 0) {
       run->extra[i].value = value;
@@ -510,34 +580,11 @@ int lk_host_log_metric(lk_host *host, const char *name, double value) {
 
 void lk_host_progress(lk_host *host, uint64_t *epoch, uint64_t *global_step) {
   if (epoch)
-    *epoch = host->run->progress.epoch;
+    *epoch = host->run->state.progress.epoch;
   if (global_step)
-    *global_step = host->run->progress.global_step;
+    *global_step = host->run->state.progress.global_step;
 }
 
 int lk_host_save_checkpoint(lk_host *host, const char *file) {
-  lk_run *run = host->run;
-  if (!file || !*file || strchr(file, '/') || !strcmp(file, ".") ||
-      !strcmp(file, "..") || !strcmp(file, "last.ckpt"))
-    return lk__err(LK_EINVAL,
-                   "plugin %s: checkpoint name \"%s\" is not a plain file "
-                   "name other than last.ckpt",
-                   host->inst->name, file ? file : "(null)");
-  if (run->rank != 0)
-    return 0; /* rank 0 writes the run directory */
-  if (!run->dir)
-    return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
-                   host->inst->name, file);
-  for (size_t i = 0; i < run->n_pending; i++)
-    if (!strcmp(run->pending[i], file))
-      return 0;
-  if (run->n_pending == LK__MAX_PENDING)
-    return lk__err(LK_ESTATE,
-                   "plugin %s: more than %d checkpoints asked for "
-                   "at once",
-                   host->inst->name, LK__MAX_PENDING);
-  if (!(run->pending[run->n_pending] = lk__strdup(file)))
-    return lk__err(LK_ENOMEM, "out of memory");
-  run->n_pending++;
-  return 0;
+  return lk__rundir_request(host->run, host->inst->name, file);
 }

@@ -12,11 +12,22 @@
 
 #define LK_UNUSED(x) ((void)(x))
 
+struct stat;
+
 /* error.c: sets this thread's message and returns CODE. */
 int lk__err(int code, const char *fmt, ...) LK_PRINTF(2, 3);
 int lk__verr(int code, const char *fmt, va_list ap);
 /* Prepends "PREFIX: " to the current message (keeps the code). */
 int lk__err_prefix(int code, const char *fmt, ...) LK_PRINTF(2, 3);
+/* Counts the failures recorded on this thread: taken before a plugin entry
+ * is called, it tells whether the entry said why it failed. */
+uint64_t lk__err_mark(void);
+/* A plugin entry returned RC (non-zero) after MARK: its code (LK_EPLUGIN
+ * for a positive one) and its message prefixed with what failed; an entry
+ * that failed without lk_fail is named as such instead of leaving an empty
+ * or stale reason. */
+int lk__entry_failed(int rc, uint64_t mark, const char *fmt, ...)
+    LK_PRINTF(3, 4);
 
 /* util.c */
 char *lk__strdup(const char *s);
@@ -25,8 +36,9 @@ void *lk__aligned_calloc(size_t n, size_t size); /* 64-byte aligned */
 int lk__parse_int(const char *s, int64_t *out);
 int lk__parse_double(const char *s, double *out);
 int lk__parse_bool(const char *s, bool *out);
-int lk__read_file(const char *path, const char *what, char **out,
-                  size_t *out_len);
+#define LK__CONFIG_MAX_BYTES (16u << 20)
+int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
+                  size_t *out_len, struct stat *st);
 
 /* loader.c: the ABI minor version a plugin was built for; entries an ops
  * table gained after it must not be read. */
@@ -43,6 +55,17 @@ int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);
 double lk__element(lk_dtype dtype, const void *buf, size_t i);
 
+/* A metrics.csv column name: 1 to LK__NAME_MAX - 1 bytes, none of them a
+ * comma, a quote, a line break or a NUL (util.c). */
+#define LK__NAME_MAX 64
+#define LK__MAX_COLUMNS 128 /* metrics.csv columns a run remembers */
+bool lk__column_name_ok(const char *name, size_t len);
+
+typedef struct lk__named_value {
+  char name[LK__NAME_MAX];
+  double value;
+} lk__named_value;
+
 /* checkpoint.c: versioned binary, little-endian, CRC-32 checked. */
 typedef struct lk__progress {
   uint64_t epoch;       /* epochs completed */
@@ -51,27 +74,46 @@ typedef struct lk__progress {
   uint64_t accum;       /* position in the accumulation window */
 } lk__progress;
 
+/* Everything the loop knows besides the tensors and the generator: every
+ * checkpoint carries it whole, so that a run resumed from any checkpoint
+ * goes on as if it had never stopped (the same decisions, the same rows). */
+typedef struct lk__loop_state {
+  lk__progress progress;
+  uint64_t metrics_rows; /* data rows of metrics.csv logged so far */
+  bool stopped;          /* a callback stopped training */
+  bool finished;         /* training ended and the test ran: run complete */
+  bool has_last_loss;
+  double last_loss;      /* the last optimizer step's loss */
+  uint64_t epoch_losses; /* step losses of the current epoch so far */
+  double epoch_loss_sum; /* and their sum, for the epoch's mean loss */
+  size_t n_latest;       /* the latest value of every column logged, */
+  lk__named_value latest[LK__MAX_COLUMNS]; /* in order of first logging */
+} lk__loop_state;
+
 typedef enum lk__ckpt_kind {
   LK__CKPT_PARAM = 1,
   LK__CKPT_STATE = 2
 } lk__ckpt_kind;
 
 typedef struct lk__ckpt {
-  lk__progress progress;
+  uint32_t version; /* 1: tensors and progress only (no loop state) */
+  lk__loop_state state;
   lk_rng rng;
   size_t n;
   lk__ckpt_kind *kinds; /* n */
   lk_tensor *tensors;   /* n; name and data owned by the checkpoint */
 } lk__ckpt;
 
-/* Writes PARAMS (their data) and STATES atomically to PATH: a temporary
- * file, fsync, rename, directory fsync. Refuses a non-finite value
- * (LK_ENONFINITE, naming the tensor and index) and leaves PATH untouched. */
-int lk__ckpt_write(const char *path, const lk__progress *progress,
+/* Writes STATE, RNG, PARAMS (their data) and STATES atomically to PATH: a
+ * temporary file, fsync, rename, directory fsync. Refuses a non-finite
+ * tensor value (LK_ENONFINITE, naming the tensor and index) and leaves
+ * PATH untouched. */
+int lk__ckpt_write(const char *path, const lk__loop_state *state,
                    const lk_rng *rng, lk_tensor *const *params, size_t n_params,
                    lk_tensor *const *states, size_t n_states);
-/* Reads PATH whole; LK_EFORMAT for truncated, corrupt or foreign files. */
-int lk__ckpt_read(const char *path, lk__ckpt **out);
+/* Reads PATH whole; LK_EFORMAT for truncated, corrupt or foreign files. ST,
+ * if not NULL, gets the status of the file that was read. */
+int lk__ckpt_read(const char *path, lk__ckpt **out, struct stat *st);
 /* The same from LEN bytes in memory; NAME stands for the path in messages. */
 int lk__ckpt_parse(const char *name, const unsigned char *buf, size_t len,
                    lk__ckpt **out);

@@ -28,6 +28,7 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.1 */
     offsetof(lk_descriptor, scheduler) + sizeof(void *), /* 1.2: new hooks */
     offsetof(lk_descriptor, precision) + sizeof(void *), /* 1.3 */
+    offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
 };
 
 const char *lk_plugin_dir(void) {

@@ -66,118 +66,11 @@ int lk__clip_gradients(lk_run *run, double value, int algorithm) {
 /* ---- checkpoints ----------------------------------------------------------
  */
 
-static int step_number(const char *name, unsigned long long *n) {
-  char tail;
-  return sscanf(name, "step-%llu.ckp%c", n, &tail) == 2 && tail == 't' &&
-         strlen(name) > 10 && strcmp(name + strlen(name) - 5, ".ckpt") == 0;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  unsigned long long x = *(const unsigned long long *)a,
-                     y = *(const unsigned long long *)b;
-  return (x > y) - (x < y);
-}
-
-/* Keeps the newest keep_last step-N.ckpt files of DIR. */
-static int prune(lk_run *run, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return lk__err(LK_EIO, "cannot list %s: %s", dir, strerror(errno));
-  unsigned long long *steps = NULL, n;
-  size_t count = 0, cap = 0;
-  int rc = 0;
-  struct dirent *e;
-  while (rc == 0 && (e = readdir(d)))
-    if (step_number(e->d_name, &n)) {
-      if (count == cap) {
-        size_t nc = cap ? 2 * cap : 16;
-        unsigned long long *g = realloc(steps, nc * sizeof *g);
-        if (!g) {
-          rc = lk__err(LK_ENOMEM, "out of memory");
-          break;
-        }
-        steps = g;
-        cap = nc;
-      }
-      steps[count++] = n;
-    }
-  closedir(d);
-  if (count)
-    qsort(steps, count, sizeof *steps, cmp_u64);
-  for (size_t i = 0; rc == 0 && i + (size_t)run->loop.keep_last < count; i++) {
-    char *path = lk__asprintf("%s/step-%llu.ckpt", dir, steps[i]);
-    if (!path || (unlink(path) != 0 && errno != ENOENT))
-      rc = lk__err(LK_EIO, "cannot remove old checkpoint %s", path ? path : "");
-    free(path);
-  }
-  free(steps);
-  return rc;
-}
-
-/* last.ckpt, and with keep_last > 0 step-N.ckpt as well: the step file is
- * written atomically, then hard-linked into place as last.ckpt with a
- * rename, so both are always whole and cost one write. */
-int lk__write_checkpoint(lk_run *run, const char *path) {
-  *(double *)run->rows_state->data =
-      run->metrics ? (double)lk__metrics_rows(run->metrics) : 0;
-  return lk__ckpt_write(path, &run->progress, &run->rng, run->params,
-                        run->n_params, run->states, run->n_states);
-}
-
-/* The checkpoints lk_host_save_checkpoint asked for, now that the loop is
- * between steps (or epochs): resuming one continues exactly from here. */
-int lk__write_pending(lk_run *run) {
-  int rc = 0;
-  if (run->rank != 0)
-    run->n_pending = 0; /* never asked for: see lk_host_save_checkpoint */
-  for (size_t i = 0; i < run->n_pending; i++) {
-    char *path =
-        rc == 0 ? lk__asprintf("%s/checkpoints/%s", run->dir, run->pending[i])
-                : NULL;
-    if (rc == 0 && !path)
-      rc = lk__err(LK_ENOMEM, "out of memory");
-    if (rc == 0 && (rc = lk__write_checkpoint(run, path)) != 0)
-      rc = lk__err_prefix(rc, "checkpoint %s not written", run->pending[i]);
-    free(path);
-    free(run->pending[i]);
-  }
-  run->n_pending = 0;
-  return rc;
-}
-
-static int save(lk_run *run) {
-  if (run->loop.keep_last == 0)
-    return lk__write_checkpoint(run, run->last_ckpt);
-  char *dir = lk__asprintf("%s/checkpoints", run->dir);
-  char *step = dir ? lk__asprintf("%s/step-%llu.ckpt", dir,
-                                  (unsigned long long)run->progress.global_step)
-                   : NULL;
-  char *link_tmp = dir ? lk__asprintf("%s/last.ckpt.link", dir) : NULL;
-  int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
-  if (rc == 0)
-    rc = lk__write_checkpoint(run, step);
-  if (rc == 0) {
-    unlink(link_tmp);
-    if (link(step, link_tmp) != 0 || rename(link_tmp, run->last_ckpt) != 0)
-      rc = lk__err(LK_EIO, "cannot make %s the last checkpoint: %s", step,
-                   strerror(errno));
-  }
-  if (rc == 0)
-    rc = prune(run, dir);
-  free(dir);
-  free(step);
-  free(link_tmp);
-  return rc;
-}
-
+/* The loop's "checkpoint_save" phase (profiled): the policy is rundir.c's. */
 int lk__save_checkpoint(lk_run *run) {
-  if (run->rank != 0)
-    return 0; /* rank 0 writes the run's checkpoints */
-  int rc = save(run);
-  return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
+  return lk__rundir_save(run);
 }
 
-/* After a step: a signal asked the run to stop. */
 /* A signal asked the run to stop: in one process, as soon as it came;
  * with several, once they all know (agree()), so they stop together. */
 static bool signalled(const lk_run *run) {
@@ -192,7 +85,8 @@ static int interrupted(lk_run *run) {
     return rc;
   return lk__err(LK_EINTERRUPTED,
                  "interrupted after step %llu; checkpoint %s written",
-                 (unsigned long long)run->progress.global_step, run->last_ckpt);
+                 (unsigned long long)run->state.progress.global_step,
+                 run->rd.last_ckpt ? run->rd.last_ckpt : "(rank 0's)");
 }
 
 /* ---- hooks with arguments ------------------------------------------------ */
@@ -200,11 +94,13 @@ static int interrupted(lk_run *run) {
 static int hook_batch_start(lk_run *run, const lk_batch *b) {
   for (size_t i = 0; i < run->n_callbacks; i++) {
     lk__instance *cb = run->callbacks[i];
+    uint64_t mark = lk__err_mark();
     int rc = cb->desc->callback->on_train_batch_start
                  ? cb->desc->callback->on_train_batch_start(cb->self, b)
                  : 0;
     if (rc != 0)
-      return lk__err_prefix(rc, "on_train_batch_start of plugin %s", cb->name);
+      return lk__entry_failed(rc, mark, "on_train_batch_start of plugin %s",
+                              cb->name);
   }
   return 0;
 }
@@ -215,10 +111,11 @@ static int hook_result(lk_run *run, bool validation, const lk_step_result *r) {
     int (*fn)(void *, const lk_step_result *) =
         validation ? cb->desc->callback->on_validation_end
                    : cb->desc->callback->on_train_batch_end;
+    uint64_t mark = lk__err_mark();
     int rc = fn ? fn(cb->self, r) : 0;
     if (rc != 0)
-      return lk__err_prefix(
-          rc, "%s of plugin %s",
+      return lk__entry_failed(
+          rc, mark, "%s of plugin %s",
           validation ? "on_validation_end" : "on_train_batch_end", cb->name);
   }
   return 0;
@@ -230,13 +127,73 @@ static int hook_epoch(lk_run *run, bool end, uint64_t epoch) {
     int (*fn)(void *, uint64_t) =
         end ? cb->desc->callback->on_train_epoch_end
             : cb->desc->callback->on_train_epoch_start;
+    uint64_t mark = lk__err_mark();
     int rc = fn ? fn(cb->self, epoch) : 0;
     if (rc != 0)
-      return lk__err_prefix(rc, "%s of plugin %s",
-                            end ? "on_train_epoch_end" : "on_train_epoch_start",
-                            cb->name);
+      return lk__entry_failed(
+          rc, mark, "%s of plugin %s",
+          end ? "on_train_epoch_end" : "on_train_epoch_start", cb->name);
   }
   return 0;
+}
+
+/* ---- step results ------------------------------------------------------- */
+
+/* Step metric names become metrics.csv columns, after a "val_" or "test_"
+ * prefix for evaluations: at most this long. */
+#define METRIC_NAME_MAX (LK__NAME_MAX - 1 - 5)
+
+/* A step result is the plugin's: its count indexes the loop's arrays and
+ * its names become columns, so both are checked before anything uses
+ * them. A name the host writes itself is not a metric's. */
+static int check_result(const lk_step_result *r, const char *entry,
+                        const char *plugin) {
+  if (r->n_metrics > LK_MAX_METRICS)
+    return lk__err(LK_EPLUGIN,
+                   "%s of plugin %s returned %zu metrics, at most %d "
+                   "(LK_MAX_METRICS)",
+                   entry, plugin, r->n_metrics, LK_MAX_METRICS);
+  for (size_t m = 0; m < r->n_metrics; m++) {
+    const char *name = r->metrics[m].name;
+    size_t len = name ? strnlen(name, LK__NAME_MAX) : 0;
+    const char *why = NULL;
+    if (!name)
+      why = "has no name (NULL)";
+    else if (!lk__column_name_ok(name, len) || len > METRIC_NAME_MAX)
+      why = "is not a metrics.csv column name";
+    else if (!strcmp(name, "step") || !strcmp(name, "epoch") ||
+             !strcmp(name, "loss"))
+      why = "is a column the host writes itself";
+    for (size_t k = 0; !why && k < m; k++)
+      if (!strcmp(r->metrics[k].name, name))
+        why = "appears twice in one result";
+    if (why)
+      return lk__err(LK_EPLUGIN,
+                     "%s of plugin %s: metric %zu \"%.*s\" %s (names are 1 "
+                     "to %d characters without a comma, quote or newline; "
+                     "step, epoch and loss are taken)",
+                     entry, plugin, m, name ? (int)len : 6,
+                     name ? name : "(null)", why, METRIC_NAME_MAX);
+  }
+  return 0;
+}
+
+/* Every batch of an evaluation reports the same metrics, in the same
+ * order: they are averaged by position. */
+static int same_metrics(const lk_step_result *a, const lk_step_result *b,
+                        const char *entry, const char *plugin, size_t batch) {
+  bool same = a->n_metrics == b->n_metrics && a->has_loss == b->has_loss;
+  for (size_t m = 0; same && m < a->n_metrics; m++)
+    same = strcmp(a->metrics[m].name, b->metrics[m].name) == 0;
+  if (same)
+    return 0;
+  return lk__err(LK_EPLUGIN,
+                 "%s of plugin %s: batch %zu reported other metrics than "
+                 "batch 0 (%zu%s against %zu%s): every batch must report the "
+                 "same ones, in the same order",
+                 entry, plugin, batch, b->n_metrics,
+                 b->has_loss ? " and a loss" : "", a->n_metrics,
+                 a->has_loss ? " and a loss" : "");
 }
 
 /* ---- evaluation of the validation and test splits ------------------------ */
@@ -245,14 +202,17 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
   int (*fn)(void *, const lk_batch *, lk_step_result *) =
       split == LK_SPLIT_TEST ? run->calls.test_step
                              : run->calls.validation_step;
+  const char *entry = split == LK_SPLIT_TEST ? "test_step" : "validation_step";
   *ran = false;
   if (!run->data || !fn)
     return 0;
   size_t nb = 0;
-  int rc =
-      run->calls.data_epoch(run->data->self, split, run->progress.epoch, &nb);
+  uint64_t mark = lk__err_mark();
+  int rc = run->calls.data_epoch(run->data->self, split,
+                                 run->state.progress.epoch, &nb);
   if (rc != 0)
-    return lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
+    return lk__entry_failed(rc, mark, "epoch of data plugin %s",
+                            run->data->name);
   if (nb == 0)
     return 0;
   /* Only a validation that runs is announced: on_validation_end follows. */
@@ -271,26 +231,36 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
   lk_step_result r = {0};
   memset(mean, 0, sizeof *mean);
   for (size_t b = first; b < nb; b += stride) {
+    /* The test comes after the last checkpoint of training: a signal can
+     * end it at once, and a resumed run tests again. */
+    if (split == LK_SPLIT_TEST && run->world == 1 && run->interrupted)
+      return lk__err(LK_EINTERRUPTED,
+                     "interrupted during the test, at batch %zu of %zu; "
+                     "checkpoint %s holds the trained run (resuming it runs "
+                     "the test)",
+                     b, nb, run->rd.last_ckpt ? run->rd.last_ckpt : "");
     lk_batch batch = {0};
+    mark = lk__err_mark();
     if ((rc = run->calls.data_batch(run->data->self, split, b, &batch)) != 0)
-      return lk__err_prefix(rc, "batch %zu of data plugin %s", b,
-                            run->data->name);
+      return lk__entry_failed(rc, mark, "batch %zu of data plugin %s", b,
+                              run->data->name);
     memset(&r, 0, sizeof r);
+    mark = lk__err_mark();
     if ((rc = fn(run->step->self, &batch, &r)) != 0)
-      return lk__err_prefix(rc, "%s of plugin %s",
-                            split == LK_SPLIT_TEST ? "test_step"
-                                                   : "validation_step",
-                            run->step->name);
+      return lk__entry_failed(rc, mark, "%s of plugin %s", entry,
+                              run->step->name);
+    if ((rc = check_result(&r, entry, run->step->name)) != 0)
+      return rc;
+    if (b == first)
+      *mean = r;
+    else if ((rc = same_metrics(mean, &r, entry, run->step->name, b)) != 0)
+      return rc;
     double w = batch.size ? (double)batch.size : 1.0;
     samples += w;
     if (r.has_loss)
       loss_sum += w * r.loss;
-    for (size_t m = 0; m < r.n_metrics; m++) {
+    for (size_t m = 0; m < r.n_metrics; m++)
       sums[m] += w * r.metrics[m].value;
-      mean->metrics[m].name = r.metrics[m].name;
-    }
-    mean->n_metrics = r.n_metrics;
-    mean->has_loss = r.has_loss;
   }
   if (stride > 1) {
     double v[LK_MAX_METRICS + 2] = {loss_sum, samples};
@@ -308,16 +278,16 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
   return 0;
 }
 
-/* Logs an evaluation as a row: PREFIX_loss and PREFIX_<metric>. */
 /* Metrics with names made at run time ("val_loss"): the names live here. */
 typedef struct named {
   lk_metric cells[LK_MAX_METRICS + 2 + LK__MAX_EXTRA];
-  char names[LK_MAX_METRICS + 2 + LK__MAX_EXTRA][64];
+  char names[LK_MAX_METRICS + 2 + LK__MAX_EXTRA][LK__NAME_MAX];
   size_t n;
 } named;
 
 /* A name given twice (lr from the scheduler and from lr_monitor) keeps one
- * cell, the later value. */
+ * cell, the later value. Names are checked where they come from, so that
+ * they fit. */
 static void add(named *nm, const char *prefix, const char *name, double v) {
   char full[sizeof nm->names[0]];
   snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "_" : "", name);
@@ -342,7 +312,7 @@ static int log_row(lk_run *run, uint64_t step, const double *loss,
     lk__metric_seen(run, nm->cells[i].name, nm->cells[i].value);
   if (!run->metrics)
     return 0; /* not rank 0: it writes metrics.csv */
-  return lk__metrics_row(run->metrics, step, run->progress.epoch, loss,
+  return lk__metrics_row(run->metrics, step, run->state.progress.epoch, loss,
                          nm->cells, nm->n);
 }
 
@@ -362,8 +332,8 @@ static int log_evaluation(lk_run *run, const char *prefix, const named *nm) {
     used += (size_t)snprintf(line + used, sizeof line - used, " %s %.6g",
                              nm->cells[i].name, nm->cells[i].value);
   lk__log(run, LK_LOG_INFO, "epoch %llu %s:%s",
-          (unsigned long long)run->progress.epoch, prefix, line);
-  return log_row(run, run->progress.global_step, NULL, nm);
+          (unsigned long long)run->state.progress.epoch, prefix, line);
+  return log_row(run, run->state.progress.global_step, NULL, nm);
 }
 
 /* ---- the learning-rate scheduler ----------------------------------------- */
@@ -377,9 +347,11 @@ static double current_lr(const lk_run *run) {
 static int schedule(lk_run *run, lk_interval when, const named *nm) {
   if (!run->scheduler)
     return 0;
+  uint64_t mark = lk__err_mark();
   int rc =
       run->calls.scheduler_step(run->scheduler->self, when, nm->cells, nm->n);
-  return rc ? lk__err_prefix(rc, "step of scheduler %s", run->scheduler->name)
+  return rc ? lk__entry_failed(rc, mark, "step of scheduler %s",
+                               run->scheduler->name)
             : 0;
 }
 
@@ -397,6 +369,8 @@ static int consume(lk_run *run, lk_step_result *r) {
     rc = lk__err(run->hook_rc, "%s", run->hook_msg);
     run->hook_rc = 0;
   }
+  if (rc == 0)
+    rc = check_result(r, "training_step", run->step->name);
   return rc;
 }
 
@@ -413,7 +387,7 @@ static int agree(lk_run *run, window *win, lk_step_result *r) {
   for (size_t m = 0; m < r->n_metrics; m++)
     v[n++] = r->metrics[m].value;
   v[n++] = run->interrupted ? 1 : 0;
-  v[n++] = run->stop_requested ? 1 : 0;
+  v[n++] = run->state.stopped ? 1 : 0;
   int rc = lk__reduce_sum(run, v, n);
   if (rc != 0)
     return rc;
@@ -421,14 +395,65 @@ static int agree(lk_run *run, window *win, lk_step_result *r) {
   for (size_t m = 0; m < r->n_metrics; m++)
     r->metrics[m].value = v[1 + m] / run->world;
   run->interrupt_agreed = v[n - 2] > 0;
-  run->stop_requested = v[n - 1] > 0;
+  run->state.stopped = v[n - 1] > 0;
+  return 0;
+}
+
+/* The optimizer step of a window's last batch: the optimizer calls the
+ * closure (once or many times) and the result of its last call is kept. */
+static int optimizer_step(lk_run *run, lk_step_result *r) {
+  uint64_t mark = lk__err_mark();
+  int rc = run->calls.optimizer_step(run->optimizer->self, run->params,
+                                     run->n_params, run->opt_closure);
+  if (rc != 0) {
+    /* The closure's own failure explains the optimizer's: keep its code
+     * and message. Otherwise the optimizer's are the reason. */
+    lk_step_result ignored;
+    int crc = lk__closure_error(run->closure) != 0 || run->hook_rc != 0
+                  ? consume(run, &ignored)
+                  : 0;
+    if (crc != 0)
+      return crc;
+    return lk__entry_failed(rc, mark, "step of optimizer %s",
+                            run->optimizer->name);
+  }
+  if ((rc = consume(run, r)) != 0)
+    return rc;
+  run->state.progress.global_step++;
+  return lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
+                  "on_after_optimizer_step");
+}
+
+/* The row of a window's end: the step's metrics, the rate it used, what
+ * callbacks added; then the step-interval scheduler. */
+static int end_window(lk_run *run, window *win, const lk_step_result *r,
+                      uint64_t step_before, double lr) {
+  named nm = {.n = 0};
+  for (size_t m = 0; m < r->n_metrics; m++)
+    add(&nm, "", r->metrics[m].name, r->metrics[m].value);
+  if (run->scheduler)
+    add(&nm, "", "lr", lr);
+  for (size_t i = 0; i < run->n_extra; i++)
+    add(&nm, "", run->extra[i].name, run->extra[i].value);
+  run->n_extra = 0;
+  int rc = log_row(run, step_before, win->has_loss ? &win->loss : NULL, &nm);
+  if (rc == 0 && run->state.progress.global_step != step_before) {
+    if (win->has_loss)
+      add(&nm, "", "loss", win->loss);
+    rc = schedule(run, LK_INTERVAL_STEP, &nm);
+  }
+  if (rc != 0)
+    return rc;
+  run->state.has_last_loss = win->has_loss;
+  run->state.last_loss = win->loss;
+  *win = (window){0};
   return 0;
 }
 
 static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
                        window *win) {
   int rc;
-  lk__progress *p = &run->progress;
+  lk__progress *p = &run->state.progress;
   uint64_t step_before = p->global_step;
   bool window_end = (int64_t)p->accum + 1 >= run->loop.accumulate || epoch_end;
   double lr = current_lr(run); /* the rate this step uses */
@@ -442,31 +467,18 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
     run->in_training_step = true;
     run->plain_closure();
     run->in_training_step = false;
-    if ((rc = consume(run, &r)) != 0)
-      return rc;
+    rc = consume(run, &r);
   } else if (!window_end) {
     run->accumulating = true;
     run->plain_closure();
     run->accumulating = false;
-    if ((rc = consume(run, &r)) != 0)
-      return rc;
+    rc = consume(run, &r);
   } else {
-    rc = run->calls.optimizer_step(run->optimizer->self, run->params,
-                                   run->n_params, run->opt_closure);
-    if (rc != 0) {
-      /* The closure's own failure explains the optimizer's. */
-      lk_step_result ignored;
-      if (consume(run, &ignored) != 0)
-        return LK_EPLUGIN;
-      return lk__err_prefix(rc, "step of optimizer %s", run->optimizer->name);
-    }
-    if ((rc = consume(run, &r)) != 0)
-      return rc;
-    p->global_step++;
-    if ((rc = lk__hook(run, offsetof(lk_callback_ops, on_after_optimizer_step),
-                       "on_after_optimizer_step")) != 0)
-      return rc;
+    rc = optimizer_step(run, &r);
   }
+  if (rc != 0)
+    return rc;
+  run->trained = true;
   if (r.has_loss) {
     win->loss += r.loss;
     win->has_loss = true;
@@ -477,28 +489,10 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   p->accum = window_end ? 0 : p->accum + 1;
   if (window_end && (rc = agree(run, win, &r)) != 0)
     return rc;
-  if (window_end) {
-    named nm = {.n = 0};
-    for (size_t m = 0; m < r.n_metrics; m++)
-      add(&nm, "", r.metrics[m].name, r.metrics[m].value);
-    if (run->scheduler)
-      add(&nm, "", "lr", lr);
-    for (size_t i = 0; i < run->n_extra; i++)
-      add(&nm, "", run->extra[i].name, run->extra[i].value);
-    run->n_extra = 0;
-    rc = log_row(run, step_before, win->has_loss ? &win->loss : NULL, &nm);
-    if (rc == 0 && p->global_step != step_before) {
-      if (win->has_loss)
-        add(&nm, "", "loss", win->loss);
-      rc = schedule(run, LK_INTERVAL_STEP, &nm);
-    }
-    if (rc != 0)
-      return rc;
-    run->have_last_loss = win->has_loss;
-    run->last_loss = win->loss;
-    *win = (window){0};
-  }
-  if (p->accum == 0 && run->n_pending && (rc = lk__write_pending(run)) != 0)
+  if (window_end && (rc = end_window(run, win, &r, step_before, lr)) != 0)
+    return rc;
+  if (p->accum == 0 && run->rd.n_pending &&
+      (rc = lk__rundir_write_pending(run)) != 0)
     return rc;
   if (run->loop.ckpt_every > 0 && p->global_step != step_before &&
       p->global_step % (uint64_t)run->loop.ckpt_every == 0)
@@ -508,7 +502,16 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
 
 static bool steps_done(const lk_run *run) {
   return run->loop.max_steps >= 0 &&
-         run->progress.global_step >= (uint64_t)run->loop.max_steps;
+         run->state.progress.global_step >= (uint64_t)run->loop.max_steps;
+}
+
+/* Whether the loop would train at all: the limits are not reached and no
+ * callback stopped the run. */
+static bool more_to_train(const lk_run *run) {
+  if (run->state.stopped || steps_done(run))
+    return false;
+  return !run->data ||
+         run->state.progress.epoch < (uint64_t)run->loop.max_epochs;
 }
 
 /* ---- epochs -----------------------------------------------------------------
@@ -516,44 +519,44 @@ static bool steps_done(const lk_run *run) {
 
 static int train_without_data(lk_run *run) {
   window win = {0};
-  lk__meter_start(run, run->progress.global_step, 0);
-  while (!steps_done(run) && !run->stop_requested) {
-    run->no_data_batch.index = run->progress.batch;
-    uint64_t before = run->progress.global_step;
+  lk__meter_start(run, run->state.progress.global_step, 0);
+  while (more_to_train(run)) {
+    run->no_data_batch.index = run->state.progress.batch;
+    uint64_t before = run->state.progress.global_step;
     int rc = train_batch(run, &run->no_data_batch, false, &win);
     if (rc != 0)
       return rc;
     lk__meter_batch(run, NULL, before);
     /* Between windows only: the accumulated gradients are not saved. */
-    if (run->progress.accum == 0 && (rc = interrupted(run)) != 0)
+    if (run->state.progress.accum == 0 && (rc = interrupted(run)) != 0)
       return rc;
   }
   return 0;
 }
 
-int lk__train_epoch(lk_run *run) {
-  lk__progress *p = &run->progress;
-  size_t nb = 0;
-  int rc = hook_epoch(run, false, p->epoch);
+/* The epoch's batches for this process: with several, each takes every
+ * world-th batch of the epoch's order, the same count each (they step
+ * together), so that K processes with batches of B train as one with
+ * batches of K*B. */
+static int epoch_batches(lk_run *run, size_t *out) {
+  lk__progress *p = &run->state.progress;
+  size_t nb = 0, world = (size_t)run->world;
+  uint64_t mark = lk__err_mark();
+  int rc =
+      run->calls.data_epoch(run->data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
   if (rc != 0)
-    return rc;
-  rc = run->calls.data_epoch(run->data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
-  if (rc != 0)
-    rc = lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
-  else if (nb == 0)
-    rc = lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
-                 run->data->name);
-  /* Several processes: each takes every world-th batch of the epoch's
-   * order, the same count each (they step together), so that K processes
-   * with batches of B train as one with batches of K*B. */
-  size_t world = (size_t)run->world, rank = (size_t)run->rank;
-  if (rc == 0 && world > 1) {
+    return lk__entry_failed(rc, mark, "epoch of data plugin %s",
+                            run->data->name);
+  if (nb == 0)
+    return lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
+                   run->data->name);
+  if (world > 1) {
     if (nb < world)
-      rc = lk__err(LK_ECONFIG,
-                   "data plugin %s has %zu training batches for %zu "
-                   "processes: every process needs at least one",
-                   run->data->name, nb, world);
-    else if (nb % world && !run->warned_shards) {
+      return lk__err(LK_ECONFIG,
+                     "data plugin %s has %zu training batches for %zu "
+                     "processes: every process needs at least one",
+                     run->data->name, nb, world);
+    if (nb % world && !run->warned_shards) {
       lk__log(run, LK_LOG_WARN,
               "%zu training batches over %zu processes: the last %zu of "
               "each epoch are left out",
@@ -562,91 +565,120 @@ int lk__train_epoch(lk_run *run) {
     }
     nb /= world;
   }
-  window win = {0};
-  if (rc == 0)
-    lk__meter_start(run, p->batch, nb);
-  double epoch_loss = 0;
-  size_t losses = 0;
-  for (size_t b = p->batch; rc == 0 && b < nb; b++) {
-    lk_batch batch = {0};
-    size_t index = b * world + rank;
-    rc = run->calls.data_batch(run->data->self, LK_SPLIT_TRAIN, index, &batch);
-    if (rc != 0) {
-      rc = lk__err_prefix(rc, "batch %zu of data plugin %s", index,
-                          run->data->name);
-      break;
-    }
-    batch.split = LK_SPLIT_TRAIN;
-    batch.epoch = p->epoch;
-    batch.index = index;
-    uint64_t before = p->global_step;
-    rc = train_batch(run, &batch, b + 1 == nb, &win);
-    if (rc == 0)
-      lk__meter_batch(run, &batch, before);
-    if (rc == 0 && p->accum == 0 && run->have_last_loss &&
-        (p->global_step != before || run->loop.manual)) {
-      epoch_loss += run->last_loss;
-      losses++;
-    }
-    if (steps_done(run) || run->stop_requested)
-      break;
-    if (rc == 0 && p->accum == 0 && signalled(run) && b + 1 < nb)
-      return interrupted(run);
-  }
+  /* A resumed epoch goes on where its checkpoint was. */
+  if (p->batch > nb)
+    return lk__err(LK_EFORMAT,
+                   "%s: the checkpoint is at batch %llu of epoch %llu, but "
+                   "the epoch has %zu batches here (is the data or the "
+                   "batch size not the one of the run that wrote it?)",
+                   run->opts.resume ? run->opts.resume : "resumed state",
+                   (unsigned long long)p->batch, (unsigned long long)p->epoch,
+                   nb);
+  *out = nb;
+  return 0;
+}
+
+/* After an epoch's last batch: its mean loss, on_train_epoch_end, the
+ * validation, the epoch-interval scheduler, and the next epoch. */
+static int end_epoch(lk_run *run, bool finished) {
+  lk__loop_state *st = &run->state;
+  lk__progress *p = &st->progress;
+  double mean =
+      st->epoch_losses ? st->epoch_loss_sum / (double)st->epoch_losses : NAN;
+  if (st->epoch_losses)
+    lk__log(run, LK_LOG_INFO, "epoch %llu: train loss %.6g (%llu steps)",
+            (unsigned long long)p->epoch, mean,
+            (unsigned long long)st->epoch_losses);
+  int rc = hook_epoch(run, true, p->epoch);
   if (rc != 0)
     return rc;
-  bool finished = p->batch >= nb;
-  if (losses)
-    lk__log(run, LK_LOG_INFO, "epoch %llu: train loss %.6g (%zu steps)",
-            (unsigned long long)p->epoch, epoch_loss / (double)losses, losses);
-  if ((rc = hook_epoch(run, true, p->epoch)) != 0)
-    return rc;
   named epoch_metrics = {.n = 0};
-  if (losses)
-    add(&epoch_metrics, "", "loss", epoch_loss / (double)losses);
+  if (st->epoch_losses)
+    add(&epoch_metrics, "", "loss", mean);
   if (finished && (p->epoch + 1) % (uint64_t)run->loop.val_every == 0) {
     bool ran;
-    lk_step_result mean;
-    rc = run->calls.validate(run, LK_SPLIT_VAL, &ran, &mean);
+    lk_step_result val;
+    rc = run->calls.validate(run, LK_SPLIT_VAL, &ran, &val);
     if (rc == 0 && ran) {
-      named val = {.n = 0};
-      add_result(&val, "val", &mean);
-      add_result(&epoch_metrics, "val", &mean);
-      if ((rc = log_evaluation(run, "val", &val)) == 0)
-        rc = hook_result(run, true, &mean);
+      named row = {.n = 0};
+      add_result(&row, "val", &val);
+      add_result(&epoch_metrics, "val", &val);
+      if ((rc = log_evaluation(run, "val", &row)) == 0)
+        rc = hook_result(run, true, &val);
     }
     if (rc != 0)
       return rc;
   }
-  if (finished && (rc = schedule(run, LK_INTERVAL_EPOCH, &epoch_metrics)) != 0)
+  if (!finished)
+    return 0;
+  if ((rc = schedule(run, LK_INTERVAL_EPOCH, &epoch_metrics)) != 0)
     return rc;
-  if (finished) {
-    p->epoch++;
-    p->batch = 0;
-    p->accum = 0;
-  }
-  if (finished && run->n_pending && (rc = lk__write_pending(run)) != 0)
+  p->epoch++;
+  p->batch = 0;
+  p->accum = 0;
+  st->epoch_losses = 0;
+  st->epoch_loss_sum = 0;
+  if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
     return rc;
-  if (finished && run->loop.ckpt_every == 0)
-    return run->calls.save(run);
-  return 0;
+  return run->loop.ckpt_every == 0 ? run->calls.save(run) : 0;
 }
 
-int lk__loop_run(lk_run *run) {
-  double t0 = lk__now();
-  int rc = lk__hook(run, offsetof(lk_callback_ops, on_train_start),
-                    "on_train_start");
-  if (rc == 0 && !run->data)
-    rc = train_without_data(run);
-  while (rc == 0 && run->data &&
-         run->progress.epoch < (uint64_t)run->loop.max_epochs &&
-         !steps_done(run) && !run->stop_requested) {
-    rc = run->calls.train_epoch(run);
-    if (rc == 0)
-      rc = interrupted(run);
-  }
+int lk__train_epoch(lk_run *run) {
+  lk__loop_state *st = &run->state;
+  lk__progress *p = &st->progress;
+  size_t nb = 0, world = (size_t)run->world, rank = (size_t)run->rank;
+  int rc = hook_epoch(run, false, p->epoch);
   if (rc == 0)
-    rc = lk__hook(run, offsetof(lk_callback_ops, on_train_end), "on_train_end");
+    rc = epoch_batches(run, &nb);
+  if (rc != 0)
+    return rc;
+  window win = {0};
+  lk__meter_start(run, p->batch, nb);
+  for (size_t b = p->batch; b < nb; b++) {
+    lk_batch batch = {0};
+    size_t index = b * world + rank;
+    uint64_t mark = lk__err_mark();
+    rc = run->calls.data_batch(run->data->self, LK_SPLIT_TRAIN, index, &batch);
+    if (rc != 0)
+      return lk__entry_failed(rc, mark, "batch %zu of data plugin %s", index,
+                              run->data->name);
+    batch.split = LK_SPLIT_TRAIN;
+    batch.epoch = p->epoch;
+    batch.index = index;
+    uint64_t before = p->global_step;
+    if ((rc = train_batch(run, &batch, b + 1 == nb, &win)) != 0)
+      return rc;
+    lk__meter_batch(run, &batch, before);
+    if (p->accum == 0 && st->has_last_loss &&
+        (p->global_step != before || run->loop.manual)) {
+      st->epoch_loss_sum += st->last_loss;
+      st->epoch_losses++;
+    }
+    if (steps_done(run) || st->stopped)
+      break;
+    if (p->accum == 0 && signalled(run) && b + 1 < nb)
+      return interrupted(run);
+  }
+  return end_epoch(run, p->batch >= nb);
+}
+
+/* With several processes, whether any was signalled: they stop together. */
+static int agree_interrupt(lk_run *run) {
+  if (run->world <= 1)
+    return 0;
+  double v = run->interrupted ? 1 : 0;
+  int rc = lk__reduce_sum(run, &v, 1);
+  if (rc == 0)
+    run->interrupt_agreed = v > 0;
+  return rc;
+}
+
+/* on_train_end, the test, the last checkpoint. The run's last checkpoint
+ * so far was written before on_train_end: stopped here, a resumed run does
+ * all of this again, so the test's row is never written twice. */
+static int finish(lk_run *run) {
+  int rc =
+      lk__hook(run, offsetof(lk_callback_ops, on_train_end), "on_train_end");
   if (rc == 0) {
     bool ran;
     lk_step_result mean;
@@ -657,41 +689,74 @@ int lk__loop_run(lk_run *run) {
       rc = log_evaluation(run, "test", &test);
     }
   }
-  if (rc == 0 && run->n_pending)
-    rc = lk__write_pending(run);
   if (rc == 0)
+    rc = agree_interrupt(run);
+  if (rc == 0 && signalled(run))
+    return lk__err(LK_EINTERRUPTED,
+                   "interrupted as training ended (after step %llu); "
+                   "checkpoint %s holds the trained run (resuming it runs "
+                   "the test)",
+                   (unsigned long long)run->state.progress.global_step,
+                   run->rd.last_ckpt ? run->rd.last_ckpt : "(rank 0's)");
+  if (rc == 0 && run->rd.n_pending)
+    rc = lk__rundir_write_pending(run);
+  if (rc == 0) {
+    run->state.finished = true;
     rc = run->calls.save(run);
-  run->seconds = lk__now() - t0;
-  if (run->profiler && run->profiler->desc->profiler->report) {
-    int prc =
-        run->profiler->desc->profiler->report(run->profiler->self, run->dir);
-    if (rc == 0 && prc != 0)
-      rc = lk__err_prefix(prc, "report of profiler %s", run->profiler->name);
   }
   return rc;
 }
 
-static int open_metrics(lk_run *run) {
-  char *path = lk__asprintf("%s/metrics.csv", run->dir);
-  if (!path)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int64_t keep =
-      run->resumed ? (int64_t) * (double *)run->rows_state->data : -1;
-  int rc = run->metrics ? 0 : lk__metrics_open(path, keep, &run->metrics);
-  free(path);
+int lk__loop_run(lk_run *run) {
+  double t0 = lk__now();
+  int rc = lk__hook(run, offsetof(lk_callback_ops, on_train_start),
+                    "on_train_start");
+  if (rc == 0 && !run->data)
+    rc = train_without_data(run);
+  while (rc == 0 && run->data && more_to_train(run)) {
+    rc = run->calls.train_epoch(run);
+    if (rc == 0)
+      rc = interrupted(run);
+  }
+  if (rc == 0)
+    rc = finish(run);
+  run->seconds = lk__now() - t0;
+  if (run->profiler && run->profiler->desc->profiler->report) {
+    uint64_t mark = lk__err_mark();
+    int prc =
+        run->profiler->desc->profiler->report(run->profiler->self, run->rd.dir);
+    if (rc == 0 && prc != 0)
+      rc = lk__entry_failed(prc, mark, "report of profiler %s",
+                            run->profiler->name);
+  }
   return rc;
 }
 
 int lk_run_train(lk_run *run) {
-  if (!run->dir && run->rank == 0)
+  if (!run->rd.dir && run->rank == 0)
     return lk__err(LK_ESTATE, "this run was set up without a run directory");
-  int rc = run->rank == 0 ? open_metrics(run) : 0;
-  if (rc == 0)
-    rc = lk__loop_run(run);
+  if (run->state.finished) {
+    /* A complete run stays complete, unless its limits were raised. */
+    if (!more_to_train(run)) {
+      run->complete = true;
+      lk__log(run, LK_LOG_INFO,
+              "the run is complete (it ended at epoch %llu, step %llu): "
+              "nothing to train",
+              (unsigned long long)run->state.progress.epoch,
+              (unsigned long long)run->state.progress.global_step);
+      return 0;
+    }
+    run->state.finished = false;
+  }
+  int rc = lk__loop_run(run);
   if (rc != 0 && rc != LK_EINTERRUPTED) {
     char msg[2048];
     snprintf(msg, sizeof msg, "training failed: %s", lk_last_error());
-    lk__abort_others(run, rc == LK_ECONFIG ? 2 : 1, msg);
+    lk__abort_others(run, lk_run_failed_before_training(run, rc) ? 2 : 1, msg);
   }
   return rc;
+}
+
+bool lk_run_failed_before_training(const lk_run *run, int rc) {
+  return (rc == LK_ECONFIG || rc == LK_EFORMAT) && !run->trained;
 }

@@ -36,7 +36,7 @@ static void clock_text(char *buf, size_t len, double seconds) {
 
 static void fill(const lk_run *run, lk_progress *out) {
   const lk__meter *m = &run->meter;
-  const lk__progress *p = &run->progress;
+  const lk__progress *p = &run->state.progress;
   bool epochs = m->n_batches > 0;
   uint64_t done = epochs ? p->batch : p->global_step;
   uint64_t total = epochs                    ? m->n_batches
@@ -85,15 +85,15 @@ void lk__meter_batch(lk_run *run, const lk_batch *batch, uint64_t step_before) {
   lk__meter *m = &run->meter;
   if (batch)
     m->samples += batch->size;
-  if (run->have_last_loss)
-    m->last_loss = run->last_loss;
+  if (run->state.has_last_loss)
+    m->last_loss = run->state.last_loss;
   lk_progress pr;
   if (run->opts.progress) {
     fill(run, &pr);
     run->opts.progress(run->opts.progress_user, &pr);
     return;
   }
-  uint64_t step = run->progress.global_step;
+  uint64_t step = run->state.progress.global_step;
   if (step != step_before && step % (uint64_t)run->loop.log_every == 0 &&
       run->opts.log && run->opts.verbosity >= LK_LOG_INFO) {
     fill(run, &pr);

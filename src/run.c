@@ -1,9 +1,7 @@
 /* Setting a run up: the [loop] and [plugins] sections, loading and creating
  * the plugins, composing the closures, the run directory. Everything that
  * can be wrong with a config is found here, before anything is trained. */
-#include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,6 +390,15 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
       else
         rc = assign(run, "callbacks", t, e->where,
                     &run->callbacks[run->n_callbacks++]);
+      /* One instance runs each hook once: listing it twice would run it
+       * twice on the same state, silently. */
+      for (size_t k = 0; rc == 0 && k + 1 < run->n_callbacks; k++)
+        if (run->callbacks[k] == run->callbacks[run->n_callbacks - 1])
+          rc = lk__err(LK_ECONFIG,
+                       "%s: callback %s is listed twice in [plugins] "
+                       "callbacks: a plugin is one instance, which would "
+                       "run every hook twice on the same state",
+                       e->where, t);
     }
     free(list);
     if (rc != 0)
@@ -469,142 +476,6 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   for (size_t i = 0; i < run->n_instances && rc == 0; i++)
     rc = lk__options_export(run->instances[i]->opts, run->instances[i]->name,
                             run->cfg);
-  return rc;
-}
-
-static int mkdir_p(const char *path) {
-  char *copy = lk__strdup(path);
-  if (!copy)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int rc = 0;
-  for (char *p = copy + 1; *p && rc == 0; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(copy, 0777) != 0 && errno != EEXIST)
-      rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
-                   strerror(errno));
-    *p = '/';
-  }
-  if (rc == 0 && mkdir(copy, 0777) != 0 && errno != EEXIST)
-    rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
-                 strerror(errno));
-  free(copy);
-  return rc;
-}
-
-static bool dir_is_empty(const char *path) {
-  char *probe = lk__asprintf("%s/config.ini", path);
-  char *probe2 = lk__asprintf("%s/metrics.csv", path);
-  char *probe3 = lk__asprintf("%s/checkpoints", path);
-  bool empty = probe && probe2 && probe3 && access(probe, F_OK) != 0 &&
-               access(probe2, F_OK) != 0 && access(probe3, F_OK) != 0;
-  free(probe);
-  free(probe2);
-  free(probe3);
-  return empty;
-}
-
-/* runs/<config name>-<N>: the first N whose directory mkdir creates, so two
- * runs never share one. */
-static int new_run_dir(lk_run *run, const char *config_path) {
-  char *copy = lk__strdup(config_path);
-  if (!copy)
-    return lk__err(LK_ENOMEM, "out of memory");
-  char *base = basename(copy);
-  char *dot = strrchr(base, '.');
-  if (dot && dot != base)
-    *dot = '\0';
-  int rc = mkdir_p("runs");
-  for (unsigned n = 1; rc == 0 && n < 1000000; n++) {
-    char *dir = lk__asprintf("runs/%s-%u", base, n);
-    if (!dir) {
-      rc = lk__err(LK_ENOMEM, "out of memory");
-      break;
-    }
-    if (mkdir(dir, 0777) == 0) {
-      run->dir = dir;
-      break;
-    }
-    int e = errno;
-    free(dir);
-    if (e != EEXIST)
-      rc =
-          lk__err(LK_EIO, "cannot create runs/%s-%u: %s", base, n, strerror(e));
-  }
-  free(copy);
-  return rc;
-}
-
-/* A run killed while it saved leaves a temporary file behind: the rename
- * never happened, so the checkpoint it was replacing is still whole. */
-static void remove_leftovers(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (strstr(e->d_name, ".tmp-") || !strcmp(e->d_name, "last.ckpt.link")) {
-      char *path = lk__asprintf("%s/%s", dir, e->d_name);
-      if (path)
-        unlink(path);
-      free(path);
-    }
-  if (d)
-    closedir(d);
-}
-
-static int make_run_dir(lk_run *run, const char *config_path) {
-  int rc;
-  if (run->opts.out_dir) {
-    if (!run->opts.resume && !dir_is_empty(run->opts.out_dir))
-      return lk__err(LK_ECONFIG,
-                     "--out %s already holds a run (config.ini, metrics.csv "
-                     "or checkpoints/): choose another directory; an earlier "
-                     "run's files are never overwritten",
-                     run->opts.out_dir);
-    if ((rc = mkdir_p(run->opts.out_dir)) != 0)
-      return rc;
-    if (!(run->dir = lk__strdup(run->opts.out_dir)))
-      return lk__err(LK_ENOMEM, "out of memory");
-  } else if (run->opts.resume) {
-    /* DIR/checkpoints/last.ckpt continues in DIR. */
-    char *copy = lk__strdup(run->opts.resume);
-    if (!copy)
-      return lk__err(LK_ENOMEM, "out of memory");
-    char *ckdir = dirname(copy);
-    const char *last = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
-    if (!strcmp(last, ".") || !strcmp(last, ".."))
-      run->dir = lk__asprintf("%s/..", ckdir); /* resumed from in there */
-    else
-      run->dir =
-          lk__strdup(dirname(ckdir)); /* "DIR", not "DIR/checkpoints/.." */
-    free(copy);
-    if (!run->dir)
-      return lk__err(LK_ENOMEM, "out of memory");
-  } else if ((rc = new_run_dir(run, config_path)) != 0)
-    return rc;
-  char *ck = lk__asprintf("%s/checkpoints", run->dir);
-  rc = ck ? mkdir_p(ck) : lk__err(LK_ENOMEM, "out of memory");
-  if (rc == 0 && run->opts.resume)
-    remove_leftovers(ck);
-  free(ck);
-  return rc;
-}
-
-static int write_config(lk_run *run) {
-  char *path = lk__asprintf("%s/config.ini", run->dir);
-  if (!path)
-    return lk__err(LK_ENOMEM, "out of memory");
-  FILE *f = fopen(path, run->opts.resume ? "r" : "w");
-  int rc = 0;
-  if (!f && !run->opts.resume)
-    rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
-  else if (f && !run->opts.resume) {
-    rc = lk_config_write(run->cfg, f);
-    if (fclose(f) != 0 && rc == 0)
-      rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
-  } else if (f)
-    fclose(f);
-  free(path);
   return rc;
 }
 
@@ -854,76 +725,6 @@ static int build_closures(lk_run *run) {
   return 0;
 }
 
-/* ---- resume ---------------------------------------------------------------
- */
-
-static int same_shape(const lk_tensor *a, const lk_tensor *b) {
-  if (a->dtype != b->dtype || a->ndim != b->ndim)
-    return 0;
-  for (size_t i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i])
-      return 0;
-  return 1;
-}
-
-static void shape_text(const lk_tensor *t, char *buf, size_t len) {
-  size_t used = (size_t)snprintf(buf, len, "%s[", lk_dtype_name(t->dtype));
-  for (size_t i = 0; i < t->ndim && used < len; i++)
-    used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? "," : "",
-                             t->shape[i]);
-  if (used < len)
-    snprintf(buf + used, len - used, "]");
-}
-
-/* Everything is checked before anything is copied: a checkpoint that does
- * not fit the config loads nothing. */
-static int resume(lk_run *run, const char *path) {
-  lk__ckpt *ck;
-  int rc = lk__ckpt_read(path, &ck);
-  if (rc != 0)
-    return rc;
-  lk_tensor **match = calloc(ck->n ? ck->n : 1, sizeof *match);
-  if (!match) {
-    lk__ckpt_free(ck);
-    return lk__err(LK_ENOMEM, "out of memory");
-  }
-  size_t want = run->n_params + run->n_states;
-  for (size_t i = 0; i < ck->n && rc == 0; i++) {
-    lk_tensor **list =
-        ck->kinds[i] == LK__CKPT_PARAM ? run->params : run->states;
-    size_t n = ck->kinds[i] == LK__CKPT_PARAM ? run->n_params : run->n_states;
-    match[i] = NULL;
-    for (size_t k = 0; k < n; k++)
-      if (strcmp(list[k]->name, ck->tensors[i].name) == 0)
-        match[i] = list[k];
-    char a[96], b[96];
-    if (!match[i])
-      rc = lk__err(LK_EFORMAT, "%s: holds %s, which this config does not build",
-                   path, ck->tensors[i].name);
-    else if (!same_shape(match[i], &ck->tensors[i])) {
-      shape_text(&ck->tensors[i], a, sizeof a);
-      shape_text(match[i], b, sizeof b);
-      rc = lk__err(LK_EFORMAT, "%s: %s is %s there but %s in this config", path,
-                   ck->tensors[i].name, a, b);
-    }
-  }
-  if (rc == 0 && ck->n != want)
-    rc = lk__err(LK_EFORMAT,
-                 "%s: holds %zu tensors, this config builds %zu (parameters "
-                 "and optimizer state)",
-                 path, ck->n, want);
-  if (rc == 0) {
-    for (size_t i = 0; i < ck->n; i++)
-      memcpy(match[i]->data, ck->tensors[i].data,
-             match[i]->numel * lk_dtype_size(match[i]->dtype));
-    run->progress = ck->progress;
-    run->rng = ck->rng;
-  }
-  free(match);
-  lk__ckpt_free(ck);
-  return rc;
-}
-
 /* ---- lk_run_new ------------------------------------------------------------
  */
 
@@ -998,6 +799,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   else
     run->opts.verbosity = LK_LOG_INFO;
   run->world = 1;
+  run->rd.lock_fd = -1;
   int rc = parse_loop(run, cfg);
   if (rc == 0)
     rc = parse_plugins(run, cfg);
@@ -1016,11 +818,6 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = create_instances(run);
     run->src_cfg = NULL;
   }
-  /* The host's own state: how far metrics.csv had got at a checkpoint. */
-  size_t one = 1;
-  if (rc == 0)
-    rc = lk__add_tensor(run, NULL, "metrics_rows", LK_F64, 1, &one, false,
-                        &run->rows_state);
   run->setup_done = true;
   /* After creation: a wrapping optimizer may have added a plugin (and so a
    * section) of its own. */
@@ -1037,17 +834,13 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = effective_config(run, cfg);
   if (rc == 0)
     rc = build_closures(run);
+  struct stat ck_st;
   if (rc == 0 && run->opts.resume)
-    rc = resume(run, run->opts.resume);
+    rc = lk__resume(run, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
-  bool writes_dir = !run->opts.no_run_dir && run->rank == 0;
-  if (rc == 0 && writes_dir)
-    rc = make_run_dir(run, lk_config_path(cfg));
-  if (rc == 0 && writes_dir)
-    rc = write_config(run);
-  if (rc == 0 && run->dir &&
-      !(run->last_ckpt = lk__asprintf("%s/checkpoints/last.ckpt", run->dir)))
-    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0 && !run->opts.no_run_dir && run->rank == 0)
+    rc =
+        lk__rundir_open(run, lk_config_path(cfg), run->resumed ? &ck_st : NULL);
   if (rc != 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", lk_last_error());
@@ -1060,11 +853,11 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
 }
 
 const char *lk_run_dir(const lk_run *run) {
-  return run->dir;
+  return run->rd.dir;
 }
 
 uint64_t lk_run_steps(const lk_run *run) {
-  return run->progress.global_step;
+  return run->state.progress.global_step;
 }
 
 int lk_run_rank(const lk_run *run) {
@@ -1108,14 +901,21 @@ void *lk_run_instance(lk_run *run, const char *role,
 
 int lk_run_summary(const lk_run *run, char *buf, size_t len) {
   char epochs[48] = "", loss[64] = "";
+  const lk__loop_state *st = &run->state;
   if (run->data)
     snprintf(epochs, sizeof epochs, " (%llu epochs)",
-             (unsigned long long)run->progress.epoch);
-  if (run->have_last_loss)
-    snprintf(loss, sizeof loss, "; last loss %.9g", run->last_loss);
-  snprintf(buf, len, "trained %llu steps%s in %.3f s%s; run directory %s",
-           (unsigned long long)run->progress.global_step, epochs, run->seconds,
-           loss, run->dir ? run->dir : "(none: rank 0 writes it)");
+             (unsigned long long)st->progress.epoch);
+  if (st->has_last_loss)
+    snprintf(loss, sizeof loss, "; last loss %.9g", st->last_loss);
+  const char *dir = run->rd.dir ? run->rd.dir : "(none: rank 0 writes it)";
+  if (run->complete)
+    snprintf(buf, len,
+             "the run was complete already: %llu steps%s%s; run directory %s",
+             (unsigned long long)st->progress.global_step, epochs, loss, dir);
+  else
+    snprintf(buf, len, "trained %llu steps%s in %.3f s%s; run directory %s",
+             (unsigned long long)st->progress.global_step, epochs, run->seconds,
+             loss, dir);
   return 0;
 }
 
@@ -1143,10 +943,7 @@ void lk_run_free(lk_run *run) {
   free(run->instances);
   lk__free_tensors(run);
   lk_config_free(run->cfg);
-  for (size_t i = 0; i < run->n_pending; i++)
-    free(run->pending[i]);
-  free(run->dir);
-  free(run->last_ckpt);
+  lk__rundir_close(&run->rd);
   free(run);
 }
 
@@ -1155,5 +952,5 @@ void lk_run_interrupt(lk_run *run) {
 }
 
 const char *lk_run_checkpoint(const lk_run *run) {
-  return run->last_ckpt;
+  return run->rd.last_ckpt;
 }

@@ -81,15 +81,21 @@ typedef struct lk__loop_config {
 } lk__loop_config;
 
 #define LK__MAX_CALLBACKS 16
-#define LK__MAX_COLUMNS 128 /* metrics.csv columns a run remembers */
-#define LK__MAX_EXTRA 16    /* metrics callbacks add to one row */
-#define LK__MAX_PENDING 8   /* checkpoints asked for at once */
-
-typedef struct lk__named_value {
-  char name[64];
-  double value;
-} lk__named_value;
+#define LK__MAX_EXTRA 16  /* metrics callbacks add to one row */
+#define LK__MAX_PENDING 8 /* checkpoints asked for at once */
 #define LK__MAX_NESTED 16 /* plugins created by plugins (sam's base) */
+
+/* The run directory and the checkpoints asked for (rundir.c). */
+typedef struct lk__rundir {
+  char *dir;       /* NULL: this process writes no run directory */
+  char *ckpt_dir;  /* DIR/checkpoints */
+  char *last_ckpt; /* DIR/checkpoints/last.ckpt */
+  int lock_fd;     /* DIR/.lock, held for the run's life; -1 before */
+  bool in_place;   /* a resume continuing the run that wrote the checkpoint */
+  /* Checkpoints callbacks asked for, written where the state is whole. */
+  char *pending[LK__MAX_PENDING];
+  size_t n_pending;
+} lk__rundir;
 
 struct lk_run {
   lk_config *cfg; /* the effective config, defaults filled in */
@@ -113,7 +119,7 @@ struct lk_run {
   bool setup_done; /* no more params or state after creation */
 
   lk_rng rng;
-  char *dir;
+  lk__rundir rd;
 
   lk_batch no_data_batch;
   lk_closure *closure;
@@ -126,36 +132,27 @@ struct lk_run {
   struct lk__profiled *profiled[LK__MAX_PROFILED]; /* wrappers to free */
   size_t n_profiled;
 
-  int rank, world; /* from the strategy: 0 and 1 without one */
-  lk__progress progress;
-  bool stop_requested;
+  int rank, world;      /* from the strategy: 0 and 1 without one */
+  lk__loop_state state; /* everything a checkpoint carries but tensors */
+  bool trained;         /* this process trained a batch */
+  bool complete;        /* resumed from a complete run: nothing to do */
   volatile sig_atomic_t interrupted;
   bool interrupt_agreed; /* by every process, at the last window's end */
   bool accumulating;     /* a batch inside an accumulation window */
   bool precision_skip;   /* the gradients just unscaled overflowed */
   bool step_skipped;     /* ... so the optimizer gets NaN */
   bool warned_shards;
-  lk_tensor *rows_state; /* metrics.csv rows a checkpoint has seen */
   bool resumed;
-  char *last_ckpt;
   bool in_training_step;  /* manual-optimization calls are valid */
   bool in_optimizer_step; /* a nested optimizer's step is not a run step */
   int hook_rc;            /* a failure after the closure (hooks, clipping) */
   char hook_msg[1024];
   lk__metrics *metrics;
-  double last_loss;
-  bool have_last_loss;
   double seconds;
 
-  /* The latest value of every column logged (lk_host_metric), and what
-   * callbacks add to the next row (lk_host_log_metric). */
-  lk__named_value latest[LK__MAX_COLUMNS];
-  size_t n_latest;
+  /* What callbacks add to the next row (lk_host_log_metric). */
   lk__named_value extra[LK__MAX_EXTRA];
   size_t n_extra;
-  /* Checkpoints callbacks asked for, written where the state is whole. */
-  char *pending[LK__MAX_PENDING];
-  size_t n_pending;
 };
 
 /* run.c */
@@ -174,12 +171,25 @@ void lk__meter_start(lk_run *run, uint64_t first, uint64_t n_batches);
 void lk__meter_batch(lk_run *run, const lk_batch *batch, uint64_t step_before);
 double lk__now(void);
 
+/* rundir.c: chooses, locks and fills the run directory (a resumed run's
+ * checkpoint has status CK_ST), opens metrics.csv; writes last.ckpt (and
+ * step-N.ckpt with keep_last), the checkpoints callbacks asked for. */
+int lk__rundir_open(lk_run *run, const char *config_path,
+                    const struct stat *ck_st);
+void lk__rundir_close(lk__rundir *rd);
+int lk__rundir_save(lk_run *run);
+int lk__rundir_request(lk_run *run, const char *who, const char *file);
+int lk__rundir_write_pending(lk_run *run);
+
+/* resume.c: restores RUN from the checkpoint at PATH, every value checked
+ * first (the host's, then each plugin's check_state): a checkpoint that
+ * does not fit loads nothing. ST gets the file's status. */
+int lk__resume(lk_run *run, const char *path, struct stat *st);
+
 /* loop.c */
 int lk__loop_run(lk_run *run);
 int lk__clip_gradients(lk_run *run, double value, int algorithm);
 int lk__save_checkpoint(lk_run *run);
-int lk__write_checkpoint(lk_run *run, const char *path);
-int lk__write_pending(lk_run *run);
 int lk__train_epoch(lk_run *run);
 int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean);
 

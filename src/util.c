@@ -1,9 +1,12 @@
 /* Small helpers: strings, aligned memory, strict number parsing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -78,49 +81,109 @@ int lk__parse_bool(const char *s, bool *out) {
   return 0;
 }
 
+bool lk__column_name_ok(const char *name, size_t len) {
+  if (!name || len == 0 || len >= LK__NAME_MAX)
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (name[i] == ',' || name[i] == '"' || name[i] == '\n' ||
+        name[i] == '\r' || name[i] == '\0')
+      return false;
+  return true;
+}
+
 const char *lk_version(void) {
   return LK_VERSION;
 }
 
-/* Reads all of PATH into a malloc'd buffer with a NUL after the last byte.
- * WHAT ("config", "checkpoint") goes into the messages; a missing file is
- * LK_ENOTFOUND. PATH may be a pipe: the size is read, not trusted. */
-int lk__read_file(const char *path, const char *what, char **out,
-                  size_t *out_len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+/* Opens PATH for reading, refusing anything but a regular file: a FIFO
+ * would block the run forever and a device such as /dev/zero never ends.
+ * O_NONBLOCK keeps the open itself from waiting for a FIFO's writer; it is
+ * cleared once the file is known to be regular. */
+int lk_open_input(const char *path, const char *what, int *fd_out) {
+  if (!path || !*path)
+    return lk__err(LK_EINVAL, "%s: no path given", what ? what : "input");
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return lk__err(errno == ENOENT ? LK_ENOTFOUND : LK_EIO,
                    "cannot open %s %s: %s", what, path, strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
+  struct stat st;
   int rc = 0;
-  for (;;) {
-    if (cap - len < 2) {
-      size_t ncap = cap ? cap * 2 : 65536;
-      char *nbuf = ncap > cap ? realloc(buf, ncap) : NULL;
-      if (!nbuf) {
-        rc = lk__err(LK_ENOMEM, "out of memory reading %s %s", what, path);
-        break;
-      }
-      buf = nbuf;
-      cap = ncap;
-    }
-    size_t got = fread(buf + len, 1, cap - len - 1, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f))
-        rc = lk__err(LK_EIO, "cannot read %s %s: %s", what, path,
-                     strerror(errno));
+  if (fstat(fd, &st) != 0)
+    rc = lk__err(LK_EIO, "cannot stat %s %s: %s", what, path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    rc =
+        lk__err(LK_EIO, "%s %s is not a regular file (%s): refusing to read it",
+                what, path,
+                S_ISFIFO(st.st_mode)   ? "a FIFO"
+                : S_ISCHR(st.st_mode)  ? "a character device"
+                : S_ISBLK(st.st_mode)  ? "a block device"
+                : S_ISDIR(st.st_mode)  ? "a directory"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "not a file");
+  else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    rc = lk__err(LK_EIO, "cannot read %s %s: %s", what, path, strerror(errno));
+  if (rc != 0) {
+    close(fd);
+    return rc;
+  }
+  *fd_out = fd;
+  return 0;
+}
+
+/* Reads all of PATH, a regular file of at most MAX bytes, into a malloc'd
+ * buffer with a NUL after the last byte. WHAT ("config", "checkpoint")
+ * goes into the messages; a missing file is LK_ENOTFOUND. ST, if not NULL,
+ * gets the file's status as it was read. */
+int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
+                  size_t *out_len, struct stat *st_out) {
+  int fd;
+  int rc = lk_open_input(path, what, &fd);
+  if (rc != 0)
+    return rc;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    rc = lk__err(LK_EIO, "cannot stat %s %s: %s", what, path, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  if ((uint64_t)st.st_size > max || (uint64_t)st.st_size >= SIZE_MAX) {
+    close(fd);
+    return lk__err(LK_EINVAL,
+                   "%s %s is %llu bytes, more than the %llu a %s may have",
+                   what, path, (unsigned long long)st.st_size,
+                   (unsigned long long)max, what);
+  }
+  size_t len = (size_t)st.st_size, got = 0;
+  char *buf = malloc(len + 1);
+  if (!buf) {
+    close(fd);
+    return lk__err(LK_ENOMEM, "out of memory reading %s %s (%zu bytes)", what,
+                   path, len);
+  }
+  /* The size was read once: a file that grows meanwhile is read as it was;
+   * one that shrinks is a short read, found by the caller's own checks. */
+  while (got < len) {
+    ssize_t n = read(fd, buf + got, len - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      rc =
+          lk__err(LK_EIO, "cannot read %s %s: %s", what, path, strerror(errno));
       break;
     }
+    if (n == 0)
+      break;
+    got += (size_t)n;
   }
-  fclose(f);
+  close(fd);
   if (rc != 0) {
     free(buf);
     return rc;
   }
-  buf[len] = '\0';
+  buf[got] = '\0';
   *out = buf;
-  *out_len = len;
+  *out_len = got;
+  if (st_out)
+    *st_out = st;
   return 0;
 }

@@ -22,12 +22,15 @@
 #include "../src/crc32.h"
 #include "../src/internal.h"
 
-/* Offsets of the version 1 layout, pinned here on purpose: a change to the
- * format must show up as a failing test. */
+/* Offsets of the version 2 layout (with no latest metrics), pinned here on
+ * purpose: a change to the format must show up as a failing test. */
 #define OFF_VERSION 8
 #define OFF_LENGTH 12
-#define OFF_COUNT 84
-#define OFF_RECORD 92 /* first tensor: kind, dtype, ndim, name_len, shape */
+#define OFF_LOOP 84 /* metrics_rows, flags, last_loss, epoch_losses, ... */
+#define OFF_FLAGS 92
+#define OFF_N_LATEST 124
+#define OFF_COUNT 132
+#define OFF_RECORD 140 /* first tensor: kind, dtype, ndim, name_len, shape */
 
 typedef struct fixture {
   char dir[64];
@@ -138,13 +141,13 @@ static void assert_contains(const char *haystack, const char *needle) {
 static void assert_read_fails(const char *path, int code, const char *needle) {
   static lk__ckpt sentinel;
   lk__ckpt *ck = &sentinel; /* a failed read must reset it to NULL */
-  assert_int_equal(lk__ckpt_read(path, &ck), code);
+  assert_int_equal(lk__ckpt_read(path, &ck, NULL), code);
   assert_null(ck);
   assert_contains(lk_last_error(), path);
   assert_contains(lk_last_error(), needle);
 }
 
-static const lk__progress progress = {3, 7, 42, 1};
+static const lk__loop_state progress = {.progress = {3, 7, 42, 1}};
 static const lk_rng rng = {{1, UINT64_C(0x8000000000000000),
                             UINT64_C(0x0123456789abcdef), UINT64_MAX}};
 
@@ -191,7 +194,7 @@ static void round_trip_is_exact(void **state) {
   size_t len;
   unsigned char *raw = slurp(fx->path, &len);
   assert_memory_equal(raw, "LOOPKIT\0", 8);
-  assert_memory_equal(raw + OFF_VERSION, "\x01\0\0\0", 4);
+  assert_memory_equal(raw + OFF_VERSION, "\x02\0\0\0", 4);
   unsigned char want[8];
   le64(want, len);
   assert_memory_equal(raw + OFF_LENGTH, want, 8);
@@ -200,8 +203,9 @@ static void round_trip_is_exact(void **state) {
   free(raw);
 
   lk__ckpt *ck;
-  assert_int_equal(lk__ckpt_read(fx->path, &ck), 0);
-  assert_memory_equal(&ck->progress, &progress, sizeof progress);
+  assert_int_equal(lk__ckpt_read(fx->path, &ck, NULL), 0);
+  assert_memory_equal(&ck->state.progress, &progress.progress,
+                      sizeof progress.progress);
   assert_memory_equal(&ck->rng, &rng, sizeof rng);
   assert_int_equal(ck->n, 4);
   const lk_tensor *in[] = {&tw, &tb, &tm, &tc};
@@ -229,9 +233,9 @@ static void round_trip_without_tensors(void **state) {
   assert_int_equal(lk__ckpt_write(fx->path, &progress, &rng, NULL, 0, NULL, 0),
                    0);
   lk__ckpt *ck;
-  assert_int_equal(lk__ckpt_read(fx->path, &ck), 0);
+  assert_int_equal(lk__ckpt_read(fx->path, &ck, NULL), 0);
   assert_int_equal(ck->n, 0);
-  assert_int_equal(ck->progress.global_step, 42);
+  assert_int_equal(ck->state.progress.global_step, 42);
   assert_int_equal(ck->rng.s[3], UINT64_MAX);
   lk__ckpt_free(ck);
 }
@@ -266,7 +270,7 @@ static void refuse_nonfinite(const char *path, const char *dir, lk_dtype dtype,
   free(after);
   assert_int_equal(count_files(dir), 1);
   lk__ckpt *ck;
-  assert_int_equal(lk__ckpt_read(path, &ck), 0);
+  assert_int_equal(lk__ckpt_read(path, &ck, NULL), 0);
   assert_memory_equal(ck->tensors[0].data, good, sizeof good);
   lk__ckpt_free(ck);
 }
@@ -337,7 +341,7 @@ static void overwrite_keeps_mode(void **state) {
   assert_int_equal(stat(fx->path, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0640);
   lk__ckpt *ck;
-  assert_int_equal(lk__ckpt_read(fx->path, &ck), 0);
+  assert_int_equal(lk__ckpt_read(fx->path, &ck, NULL), 0);
   assert_true(((double *)ck->tensors[0].data)[0] == 5);
   lk__ckpt_free(ck);
   assert_int_equal(count_files(fx->dir), 1);
@@ -416,12 +420,13 @@ static void newer_version(void **state) {
   write_simple(fx->path, x);
   size_t len;
   unsigned char *raw = slurp(fx->path, &len);
-  le32(raw + OFF_VERSION, 2);
+  le32(raw + OFF_VERSION, 3);
   fix_crc(raw, len);
   spit(fx->path, raw, len);
   char msg[200];
   snprintf(msg, sizeof msg,
-           "%s: checkpoint format version 2, this loopkit reads 1", fx->path);
+           "%s: checkpoint format version 3, this loopkit reads 1 and 2",
+           fx->path);
   assert_read_fails(fx->path, LK_EFORMAT, msg);
   assert_string_equal(lk_last_error(), msg);
   free(raw);
@@ -434,7 +439,7 @@ static void missing_file(void **state) {
   assert_read_fails(path, LK_ENOTFOUND, "no such checkpoint");
   /* A directory is no checkpoint either. */
   lk__ckpt *ck;
-  assert_int_equal(lk__ckpt_read(fx->dir, &ck), LK_EIO);
+  assert_int_equal(lk__ckpt_read(fx->dir, &ck, NULL), LK_EIO);
   assert_contains(lk_last_error(), fx->dir);
 }
 
@@ -520,7 +525,8 @@ static void parse_from_memory(void **state) {
   unsigned char *raw = slurp(fx->path, &len);
   lk__ckpt *ck = NULL;
   assert_int_equal(lk__ckpt_parse("mem", raw, len, &ck), 0);
-  assert_memory_equal(&ck->progress, &progress, sizeof progress);
+  assert_memory_equal(&ck->state.progress, &progress.progress,
+                      sizeof progress.progress);
   assert_memory_equal(&ck->rng, &rng, sizeof rng);
   assert_int_equal(ck->n, 1);
   assert_string_equal(ck->tensors[0].name, "x");
@@ -539,6 +545,145 @@ static void parse_from_memory(void **state) {
   assert_int_equal(lk__ckpt_parse(NULL, raw, len, &ck), LK_EINVAL);
   assert_int_equal(lk__ckpt_parse("mem", raw, len, NULL), LK_EINVAL);
   free(raw);
+}
+
+/* Everything the loop knows travels with the tensors: a run resumed from
+ * the file takes the same decisions (an early stop, a monitor's value, an
+ * epoch's mean loss). Non-finite metric values are data, kept bit for bit. */
+static void loop_state_round_trip(void **state) {
+  fixture *fx = *state;
+  lk__loop_state st = {.progress = {4, 0, 1688, 0},
+                       .metrics_rows = 1692,
+                       .stopped = true,
+                       .finished = true,
+                       .has_last_loss = true,
+                       .last_loss = 0.25,
+                       .epoch_losses = 3,
+                       .epoch_loss_sum = 1.5,
+                       .n_latest = 3};
+  snprintf(st.latest[0].name, LK__NAME_MAX, "loss");
+  st.latest[0].value = 0.25;
+  snprintf(st.latest[1].name, LK__NAME_MAX, "val_acc");
+  st.latest[1].value = 0.875;
+  snprintf(st.latest[2].name, LK__NAME_MAX, "val_loss");
+  st.latest[2].value = NAN;
+  double x[1] = {1};
+  size_t shape[] = {1};
+  lk_tensor t = tensor("x", LK_F64, 1, shape, x);
+  lk_tensor *params[] = {&t};
+  assert_int_equal(lk__ckpt_write(fx->path, &st, &rng, params, 1, NULL, 0), 0);
+  lk__ckpt *ck;
+  assert_int_equal(lk__ckpt_read(fx->path, &ck, NULL), 0);
+  assert_int_equal(ck->version, 2);
+  const lk__loop_state *got = &ck->state;
+  assert_memory_equal(&got->progress, &st.progress, sizeof st.progress);
+  assert_int_equal(got->metrics_rows, 1692);
+  assert_true(got->stopped && got->finished && got->has_last_loss);
+  assert_true(got->last_loss == 0.25 && got->epoch_loss_sum == 1.5);
+  assert_int_equal(got->epoch_losses, 3);
+  assert_int_equal(got->n_latest, 3);
+  for (size_t i = 0; i < 3; i++)
+    assert_string_equal(got->latest[i].name, st.latest[i].name);
+  assert_true(got->latest[1].value == 0.875);
+  assert_true(isnan(got->latest[2].value));
+  lk__ckpt_free(ck);
+
+  /* A state whose metric name could not be a column is not written. */
+  snprintf(st.latest[1].name, LK__NAME_MAX, "val,acc");
+  assert_int_equal(lk__ckpt_write(fx->path, &st, &rng, params, 1, NULL, 0),
+                   LK_EINVAL);
+}
+
+/* The loop section's format is checked like the tensors' (what its values
+ * mean for a run is the resuming run's to check). */
+static void loop_state_malformed(void **state) {
+  fixture *fx = *state;
+  double x[3] = {1, 2, 3};
+  write_simple(fx->path, x);
+  size_t len;
+  unsigned char *raw = slurp(fx->path, &len);
+  char bad[160];
+  snprintf(bad, sizeof bad, "%s/bad.ckpt", fx->dir);
+
+  le64(raw + OFF_FLAGS, 8);
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "flags 0x8 has unknown bits");
+  le64(raw + OFF_FLAGS, 0);
+
+  le64(raw + OFF_N_LATEST, 129);
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "holds 129 metrics, at most 128");
+
+  le64(raw + OFF_N_LATEST, UINT64_MAX);
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "metrics, at most 128");
+
+  /* One metric whose record claims more bytes than there are. */
+  le64(raw + OFF_N_LATEST, 1);
+  le32(raw + OFF_COUNT, 0x7fffffff);
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "loop state metric 0 runs past the end");
+  free(raw);
+
+  /* A name with a comma, and a name twice, written by hand. */
+  lk__loop_state st = {.n_latest = 2};
+  snprintf(st.latest[0].name, LK__NAME_MAX, "a");
+  snprintf(st.latest[1].name, LK__NAME_MAX, "b");
+  double one[1] = {1};
+  size_t shape[] = {1};
+  lk_tensor t = tensor("x", LK_F64, 1, shape, one);
+  lk_tensor *params[] = {&t};
+  assert_int_equal(lk__ckpt_write(fx->path, &st, &rng, params, 1, NULL, 0), 0);
+  raw = slurp(fx->path, &len);
+  /* records: len u32 "a" f64, len u32 "b" f64 */
+  raw[OFF_COUNT + 4] = ',';
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "not a metrics.csv column");
+  raw[OFF_COUNT + 4] = 'b';
+  fix_crc(raw, len);
+  spit(bad, raw, len);
+  assert_read_fails(bad, LK_EFORMAT, "loop state metric b appears twice");
+  free(raw);
+}
+
+/* Version 1 files (no loop section) still read, for loopkit dump. */
+static void version_1_reads(void **state) {
+  fixture *fx = *state;
+  double x[3] = {1, 2, 3};
+  write_simple(fx->path, x);
+  size_t len;
+  unsigned char *raw = slurp(fx->path, &len);
+  size_t loop = OFF_COUNT - OFF_LOOP;
+  memmove(raw + OFF_LOOP, raw + OFF_COUNT, len - OFF_COUNT);
+  len -= loop;
+  le32(raw + OFF_VERSION, 1);
+  le64(raw + OFF_LENGTH, len);
+  fix_crc(raw, len);
+  spit(fx->path, raw, len);
+  lk__ckpt *ck;
+  assert_int_equal(lk__ckpt_read(fx->path, &ck, NULL), 0);
+  assert_int_equal(ck->version, 1);
+  assert_int_equal(ck->state.progress.global_step, 42);
+  assert_int_equal(ck->n, 1);
+  assert_memory_equal(ck->tensors[0].data, x, sizeof x);
+  lk__ckpt_free(ck);
+  free(raw);
+}
+
+/* A FIFO would block the reader forever and a device never end: only
+ * regular files are read. */
+static void refuses_what_is_not_a_file(void **state) {
+  fixture *fx = *state;
+  char fifo[160];
+  snprintf(fifo, sizeof fifo, "%s/fifo.ckpt", fx->dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_read_fails(fifo, LK_EIO, "is not a regular file (a FIFO)");
+  assert_read_fails("/dev/zero", LK_EIO, "a character device");
 }
 
 static char *dump(const char *path, int *rc) {
@@ -590,6 +735,11 @@ int main(void) {
       cmocka_unit_test(crc32_matches_zlib),
       cmocka_unit_test_setup_teardown(round_trip_is_exact, setup, teardown),
       cmocka_unit_test_setup_teardown(round_trip_without_tensors, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(loop_state_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(loop_state_malformed, setup, teardown),
+      cmocka_unit_test_setup_teardown(version_1_reads, setup, teardown),
+      cmocka_unit_test_setup_teardown(refuses_what_is_not_a_file, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(refuses_nan, setup, teardown),
       cmocka_unit_test_setup_teardown(refuses_inf_in_state, setup, teardown),

@@ -849,7 +849,7 @@ static void test_csv_columns(void **state) {
 static void test_csv_errors(void **state) {
   (void)state;
   expect_fail("csv", "path = /nonexistent/lk.csv", LK_ENOTFOUND,
-              "cannot open /nonexistent/lk.csv", NULL);
+              "cannot open data file /nonexistent/lk.csv", NULL);
   write_text(in_root("empty.csv"), "a,b,y\n\n");
   expect_fail("csv", csv_options("empty.csv", ""), LK_EFORMAT,
               "empty.csv has no data rows", NULL);
@@ -866,7 +866,7 @@ static void test_csv_errors(void **state) {
   char extra[256];
   snprintf(extra, sizeof extra, "test = /nonexistent/t.csv");
   expect_fail("csv", csv_options("lc.csv", extra), LK_ENOTFOUND,
-              "cannot open /nonexistent/t.csv", NULL);
+              "cannot open data file /nonexistent/t.csv", NULL);
 }
 
 /* ---- normalization ------------------------------------------------------- */

@@ -91,6 +91,17 @@ static void destroy(void *self) {
   free(self);
 }
 
+/* A checkpoint's values: a scale that is a number > 0, and a count of
+ * good steps below growth_interval. */
+static int check_state(void *self) {
+  scaler *s = self;
+  int rc = lk_state_check(s->host, s->scale, 1e-300, 1e300, false);
+  if (rc == 0)
+    rc = lk_state_check(s->host, s->tracker, 0,
+                        (double)(s->growth_interval - 1), true);
+  return rc;
+}
+
 static double loss_scale(void *self) {
   return *(const double *)((scaler *)self)->scale->data;
 }
@@ -205,4 +216,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .callback = &callback_ops,
-    .precision = &precision_ops};
+    .precision = &precision_ops,
+    .check_state = check_state};

@@ -55,6 +55,15 @@ LK_API int lk_host_add_param(lk_host *host, const char *name, lk_dtype dtype,
 LK_API int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
                              size_t ndim, const size_t *shape, lk_tensor **out);
 
+/* Since ABI 1.4, for check_state: 0 when every element of state T is in
+ * [MIN, MAX] (and a whole number with INTEGER); otherwise LK_EFORMAT after
+ * a message naming the tensor, the index, the value and what is accepted. */
+LK_API int lk_state_check(lk_host *host, const lk_tensor *t, double min,
+                          double max, bool integer);
+/* The largest count an f64 state holds exactly (2^53): a bound for step
+ * counters in check_state. */
+#define LK_STATE_MAX_COUNT 9007199254740992.0
+
 /* The parameters of the run, in the order they were added. */
 LK_API lk_tensor *const *lk_host_params(lk_host *host, size_t *n);
 /* Since ABI 1.2: every state tensor (optimizer buffers, EMA weights, the
@@ -102,6 +111,17 @@ LK_API void lk_optimizer_set_lr(lk_optimizer *opt, double lr);
  * the loss (NaN if it gave none). For backwards that differentiate the
  * model from the outside (numeric). */
 LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss);
+
+/* Since ABI 1.4: what a training sample of the run's data plugin looks
+ * like, for a model's create (data is created first). LK_ENOTFOUND when
+ * there is no data plugin or it does not say. */
+LK_API int lk_host_data_shape(lk_host *host, lk_sample_shape *out);
+
+/* Since ABI 1.4: opens PATH for reading into *FD, refusing anything but a
+ * regular file (a FIFO would block the run forever, /dev/zero never ends).
+ * Messages name WHAT ("data file", "init file") and PATH. For data and
+ * model plugins that read files. */
+LK_API int lk_open_input(const char *path, const char *what, int *fd);
 
 /* Asks the loop to stop after the current batch (early stopping). */
 LK_API void lk_host_request_stop(lk_host *host);

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 3
+#define LK_ABI_MINOR 4
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -139,12 +139,33 @@ typedef struct lk_profiler_ops {
   int (*report)(void *self, const char *run_dir);
 } lk_profiler_ops;
 
+/* What one sample looks like (since ABI 1.4): a model sizes itself from it,
+ * or checks it at create, so that a mismatch is a config error found
+ * before anything is trained. x is one sample's input (a batch's x is
+ * [size, x_shape...]), y one sample's target (a batch's y is [size,
+ * y_shape...]; y_ndim 0: one value per sample; y_dtype 0: no targets).
+ * n_classes > 0: y holds class labels in [0, n_classes), LK_I32, y_ndim 0. */
+typedef struct lk_sample_shape {
+  lk_dtype x_dtype;
+  size_t x_ndim;
+  size_t x_shape[LK_MAX_DIMS];
+  lk_dtype y_dtype;
+  size_t y_ndim;
+  size_t y_shape[LK_MAX_DIMS];
+  size_t n_classes;
+} lk_sample_shape;
+
 /* data: epoch() starts an epoch of a split and says how many batches it has
  * (0: the split does not exist); batch() fills batch number index of it.
- * Any shuffling draws from the host's generator. */
+ * Shuffling is reproducible: the bundled plugins draw the order of epoch E
+ * from a stream of [loop] seed of their own (lk_rng_seed(&r, seed, E ...)),
+ * so a run resumed in the middle of an epoch sees the same order.
+ * Since ABI 1.4: shape() says what a training sample looks like (NULL: the
+ * plugin does not say; models then find out at the first batch). */
 typedef struct lk_data_ops {
   int (*epoch)(void *self, lk_split split, uint64_t epoch, size_t *n_batches);
   int (*batch)(void *self, lk_split split, size_t index, lk_batch *out);
+  int (*shape)(void *self, lk_sample_shape *out);
 } lk_data_ops;
 
 /* strategy: how the run is spread over processes (data parallel: every
@@ -256,7 +277,17 @@ typedef struct lk_descriptor {
   const lk_callback_ops *callback;
   const lk_scheduler_ops *scheduler; /* since ABI 1.1 */
   const lk_precision_ops *precision; /* since ABI 1.3 */
-  /* new kinds go here, at the end */
+
+  /* Since ABI 1.4, for every kind: a checkpoint has just restored this
+   * instance's state (the tensors it added with lk_host_add_state), before
+   * anything else uses it. Check every value the plugin will rely on
+   * (counts, indices, flags, rates: lk_state_check does one tensor) and
+   * refuse a bad one with lk_fail(host, LK_EFORMAT, ...) naming it; rebuild
+   * anything derived from the state. The checkpoint's format and the
+   * tensors' names, shapes and finiteness are checked already. NULL: the
+   * state needs no check (any finite value is valid). */
+  int (*check_state)(void *self);
+  /* new kinds and entries go here, at the end */
 } lk_descriptor;
 
 #ifdef __cplusplus

@@ -84,6 +84,12 @@ LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
  * and a checkpoint was written. */
 LK_API int lk_run_train(lk_run *run);
 
+/* Whether lk_run_train's failure RC came before anything was trained in
+ * this process (a checkpoint or config that does not fit the data, found
+ * at the first epoch): the loopkit command exits with 2 for it, as for a
+ * failure of lk_run_new, and with 1 for a run that started and failed. */
+LK_API bool lk_run_failed_before_training(const lk_run *run, int rc);
+
 /* Asks a training run to stop after its current step, write a checkpoint
  * and return LK_EINTERRUPTED. It only stores to a sig_atomic_t, so a
  * signal handler may call it. */

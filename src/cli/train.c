@@ -49,12 +49,16 @@ static void write_curves(const lk_run *run) {
     fprintf(stderr, "loopkit: warning: curves.png not drawn\n");
 }
 
-/* A config error found once training began (too few batches for the
- * processes) before any step still means nothing was trained. */
-static int status_of(int rc, bool nothing_trained) {
+/* A failure before anything was trained (a checkpoint that does not fit
+ * the data, found at the first epoch) is one of the usage kind. */
+static int status_of(const lk_run *run, int rc) {
   if (rc == 0)
     return EXIT_TRAINED;
-  return rc == LK_ECONFIG && nothing_trained ? EXIT_USAGE : EXIT_FAILED;
+  return lk_run_failed_before_training(run, rc) ? EXIT_USAGE : EXIT_FAILED;
+}
+
+static const char *signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : "SIGINT";
 }
 
 int cli_train(int argc, char **argv) {
@@ -133,25 +137,33 @@ int cli_train(int argc, char **argv) {
   running = run;
   catch_signals();
   int rc = lk_run_train(run);
-  bool nothing = lk_run_steps(run) == 0;
   running = NULL;
   if (bar.drawn)
     fputc('\n', stderr);
   if (lk_run_rank(run) != 0) { /* rank 0 speaks for a distributed run */
+    int status = status_of(run, rc);
     lk_run_free(run);
-    return status_of(rc, nothing);
+    return status;
   }
   write_curves(run);
   char summary[1024];
   lk_run_summary(run, summary, sizeof summary);
   if (rc == LK_EINTERRUPTED) {
     int sig = caught ? caught : SIGINT;
-    cli_error("%s by %s", lk_last_error(),
-              sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    cli_error("%s by %s", lk_last_error(), signal_name(sig));
     fprintf(stderr, "loopkit: resume with: loopkit train %s --resume %s\n",
             config, lk_run_checkpoint(run));
     lk_run_free(run);
     return 128 + sig;
+  }
+  if (rc == 0 && caught) {
+    /* The signal came as the run ended (its last checkpoint being written,
+     * curves.png drawn): nothing is lost, and the status still says that
+     * the run was interrupted. */
+    cli_error("%s came as the run ended: it is complete; %s",
+              signal_name(caught), summary);
+    lk_run_free(run);
+    return 128 + caught;
   }
   if (rc != 0) {
     cli_error("training failed: %s", lk_last_error());
@@ -159,6 +171,7 @@ int cli_train(int argc, char **argv) {
   } else {
     printf("%s\n", summary);
   }
+  int status = status_of(run, rc);
   lk_run_free(run);
-  return status_of(rc, nothing);
+  return status;
 }

@@ -1,14 +1,14 @@
 #!/bin/sh
-# ABI policy: plugins built against the frozen headers of ABI 1.2
-# (tests/abi/v1.2) load into this loopkit and behave exactly as the same
-# sources built against today's headers; a newer minor or another major is
+# ABI policy: plugins built against the frozen headers of ABI 1.2 and 1.3
+# (tests/abi/v1.2, v1.3) load into this loopkit and behave exactly as the
+# same sources built against today's headers; a newer minor or another major is
 # refused with both versions named.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 : "${LK_ABI_DIR:?}" "${LK_BROKEN_DIR:?}"
 A=$LK_ABI_DIR
 
 expect 0 'abi: +1\.2' "inspect: sgd built against the 1.2 headers says ABI 1.2" -- inspect "$A/sgd_v12.so"
-expect 0 'abi: +1\.3' "inspect: the bundled sgd says ABI 1.3" -- inspect sgd
+expect 0 'abi: +1\.4' "inspect: the bundled sgd says ABI 1.4" -- inspect sgd
 expect 0 'kinds: +step,backward,zero_grad,optimizer,callback' \
   "inspect: the 1.2 probe has its kinds" -- inspect "$A/probe_v12.so"
 
@@ -28,7 +28,7 @@ step_size = 10
 gamma = 0.5
 interval = step
 INI
-expect 0 'trained 40 steps' "sgd (1.3 headers) trains" -- train "$T/rosen.ini" --out "$T/r13"
+expect 0 'trained 40 steps' "sgd (1.4 headers) trains" -- train "$T/rosen.ini" --out "$T/r13"
 expect 0 'trained 40 steps' "sgd (1.2 headers) trains, driven by a scheduler" -- \
   train "$T/rosen.ini" --out "$T/r12" --set "plugins.optimizer=$A/sgd_v12.so"
 "$LOOPKIT" dump "$T/r13/checkpoints/last.ckpt" >"$T/d13"
@@ -63,11 +63,11 @@ trace = $T/$1.trace
 INI
   "$LOOPKIT" train "$T/$1.ini" --out "$T/$1" --quiet >/dev/null 2>&1
 }
-hooks h13 probe tracecb
-check "hooks: the 1.3 build trains" test $? -eq 0
+hooks h14 probe tracecb
+check "hooks: the 1.4 build trains" test $? -eq 0
 hooks h12 "$A/probe_v12.so" "$A/tracecb_v12.so"
 check "hooks: the 1.2 build trains" test $? -eq 0
-check "hooks: the same calls in the same order" cmp -s "$T/h13.trace" "$T/h12.trace"
+check "hooks: the same calls in the same order" cmp -s "$T/h14.trace" "$T/h12.trace"
 
 # The probe does not validate: the validation hooks with a model that does.
 config val <<INI
@@ -89,8 +89,36 @@ expect 0 'trained 4 steps' "validation with the 1.2 callback" -- train "$T/val.i
 check "on_validation_start (new in 1.2) reaches it before each validation" \
   sh -c "grep -A1 '^cb:on_train_epoch_end' '$T/val.trace' | grep -c '^cb:on_validation_start' | grep -qx 2"
 
-expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.3' \
+# ABI 1.3 plugins: a data plugin whose ops end before 1.4's shape(), an
+# optimizer without check_state. They train as the 1.4 builds do, and a
+# run of them resumes.
+config lin13 <<INI
+[loop]
+max_epochs = 2
+[plugins]
+step = linreg
+optimizer = sgd
+data = synthetic
+[synthetic]
+n_train = 16
+batch_size = 4
+[sgd]
+lr = 0.05
+momentum = 0.9
+INI
+expect 0 'trained 8 steps' "data and optimizer of ABI 1.4" -- train "$T/lin13.ini" --out "$T/run14d"
+expect 0 'trained 8 steps' "data (no shape) and optimizer (no check_state) of ABI 1.3" -- \
+  train "$T/lin13.ini" --out "$T/run13d" --set "plugins.data=$A/synthetic_v13.so" \
+  --set "plugins.optimizer=$A/sgd_v13.so"
+"$LOOPKIT" dump "$T/run14d/checkpoints/last.ckpt" >"$T/dd14"
+"$LOOPKIT" dump "$T/run13d/checkpoints/last.ckpt" >"$T/dd13"
+check "... to the same bits" cmp -s "$T/dd14" "$T/dd13"
+expect 0 'trained 12 steps' "the 1.3 run resumes (its optimizer has no check_state)" -- \
+  train "$T/lin13.ini" --resume "$T/run13d/checkpoints/last.ckpt" --set loop.max_epochs=3 \
+  --set "plugins.data=$A/synthetic_v13.so" --set "plugins.optimizer=$A/sgd_v13.so"
+
+expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.4' \
   "a newer minor is refused, both versions named" -- inspect "$LK_BROKEN_DIR/newminor.so"
-expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.3' \
+expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.4' \
   "another major is refused, both versions named" -- inspect "$LK_BROKEN_DIR/badabi.so"
 finish

@@ -228,11 +228,15 @@ check "dump of best.ckpt equals the weights after epoch 8" \
 
 # A checkpoint asked for at on_validation_end is written after the epoch's
 # bookkeeping: resuming from it goes on with epoch 9 (no second validation
-# of epoch 8) and ends where the uninterrupted run ended.
+# of epoch 8) and ends where the uninterrupted run ended. best.ckpt is not
+# ck10's latest checkpoint, so the resumed run writes a new directory,
+# whose metrics.csv starts with ck10's rows up to the checkpoint.
 train "$T/osc.ini" --out "$T/frombest" --resume "$T/ck10/checkpoints/best.ckpt" \
   --set plugins.callbacks=checkpoint --set loop.max_epochs=10
-check "resumed from best.ckpt: one validation (epoch 9), not two" \
-  same "$(column val_loss "$T/frombest/metrics.csv" | wc -l | tr -d ' ')" 1
+check "resumed from best.ckpt: one validation of epoch 9 after the checkpoint's 9, not two of epoch 8" \
+  same "$(column val_loss "$T/frombest/metrics.csv" | awk '{ print $2 }' | tr '\n' ' ')" "0 1 2 3 4 5 6 7 8 9 "
+check "resumed from best.ckpt: metrics.csv row for row the uninterrupted run's" \
+  cmp -s "$T/ck10/metrics.csv" "$T/frombest/metrics.csv"
 check "resumed from best.ckpt: ends with the uninterrupted run's weights" \
   sh -c "'$LOOPKIT' dump '$T/ck10/checkpoints/last.ckpt' >'$T/l10.dump' && '$LOOPKIT' dump '$T/frombest/checkpoints/last.ckpt' | cmp -s - '$T/l10.dump'"
 
@@ -373,9 +377,7 @@ apply_at_end = false
 save_top_k = -1
 INI
 train "$T/swap.ini" --out "$T/sw"
-cp -r "$T/sw" "$T/sw2"
-rm "$T/sw2/checkpoints/last.ckpt"
-train "$T/swap.ini" --resume "$T/sw2/checkpoints/epoch=1-step=16.ckpt"
+train "$T/swap.ini" --resume "$T/sw/checkpoints/epoch=1-step=16.ckpt" --out "$T/sw2"
 check "ema: resumed from a checkpoint written during validation, the same weights at the end" \
   sh -c "'$LOOPKIT' dump '$T/sw/checkpoints/last.ckpt' >'$T/sw.d' && '$LOOPKIT' dump '$T/sw2/checkpoints/last.ckpt' | cmp -s - '$T/sw.d'"
 expect 2 'ema .*failed to start: option decay = 1: must be >= 0 and < 1' "ema decay 1 refused" \

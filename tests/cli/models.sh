@@ -185,19 +185,24 @@ fi
 head -c 100 "$T/w.bin" >"$T/short.bin"
 expect 2 "init \"$T/short.bin\": expected 15940 bytes.*has 100" "mlp init: a file of the wrong size names both sizes" \
   -- train "$T/init.ini" --set mlp.init="$T/short.bin" --out "$T/bad1" --quiet
-expect 2 "init \"$T/none.bin\": cannot open" "mlp init: a missing file" \
+expect 2 "cannot open init file $T/none.bin: No such file" "mlp init: a missing file" \
   -- train "$T/init.ini" --set mlp.init="$T/none.bin" --out "$T/bad2" --quiet
+mkfifo "$T/fifo.bin"
+expect 2 "init file $T/fifo.bin is not a regular file \(a FIFO\)" "mlp init: a FIFO is refused, not waited on" \
+  -- train "$T/init.ini" --set mlp.init="$T/fifo.bin" --out "$T/bad2f" --quiet
 
-# Errors name what is wrong.
-expect 1 'label [0-9] of sample [0-9]+ is out of range: the model has 5 classes' \
+# A model that does not fit the data's samples (which the data plugin
+# declares) is a config error, found before any run directory is made.
+expect 2 'softmax .*failed to start: the model has 5 classes, but the data.s labels go up to 9' \
   "softmax: a label past the classes" -- train "$T/soft.ini" --set softmax.classes=5 --out "$T/bad3" --quiet
-expect 1 'x: expected f32 \[16, 100\], got f32 \[16, 784\]' "softmax: x of the wrong width" \
-  -- train "$T/soft.ini" --set softmax.inputs=100 --out "$T/bad4" --quiet
+expect 2 'softmax .*failed to start: inputs = 100, but the data.s samples have 784 \(1x28x28\) features' \
+  "softmax: x of the wrong width" -- train "$T/soft.ini" --set softmax.inputs=100 --out "$T/bad4" --quiet
 sed 's/^step = linear$/step = mlp/; s/^\[linear\]$/[mlp]/; s/^inputs = 2$/layers = 2,3/' "$T/lin.ini" >"$T/mlpreg.ini"
-expect 1 'y: expected i32 \[8\] class labels, got f32 \[8\]' "mlp: regression targets" \
-  -- train "$T/mlpreg.ini" --out "$T/bad5" --quiet
-expect 1 'x: expected f32 \[8, 3\], got f32 \[8, 2\]' "linear: x of the wrong width" \
-  -- train "$T/lin.ini" --set linear.inputs=3 --out "$T/bad6" --quiet
+expect 2 'mlp .*failed to start: the model classifies, but the data.s targets are not class labels' \
+  "mlp: regression targets" -- train "$T/mlpreg.ini" --out "$T/bad5" --quiet
+expect 2 'linear .*failed to start: inputs = 3, but the data.s samples have 2 features' \
+  "linear: x of the wrong width" -- train "$T/lin.ini" --set linear.inputs=3 --out "$T/bad6" --quiet
+check "a shape mismatch makes no run directory" sh -c "! ls -d '$T/bad3' '$T/bad4' '$T/bad5' '$T/bad6' 2>/dev/null"
 sed '/^inputs = 2$/d' "$T/lin.ini" >"$T/noinputs.ini"
 expect 2 'inputs' "linear: inputs is required" -- train "$T/noinputs.ini" --out "$T/bad7" --quiet
 expect 2 'layers: expected at least two sizes' "mlp: one layer size" \

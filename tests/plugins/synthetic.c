@@ -134,7 +134,24 @@ static const lk_option options[] = {
     {"noise", LK_OPT_DOUBLE, "0.01", "standard deviation of label noise", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_data_ops data_ops = {.epoch = epoch, .batch = batch};
+#if LK_ABI_MINOR >= 4
+static int shape(void *self, lk_sample_shape *out) {
+  synthetic *s = self;
+  *out = (lk_sample_shape){.x_dtype = LK_F64,
+                           .x_ndim = 1,
+                           .x_shape = {s->features},
+                           .y_dtype = LK_F64};
+  return 0;
+}
+#endif
+
+static const lk_data_ops data_ops = {
+    .epoch = epoch,
+    .batch = batch,
+#if LK_ABI_MINOR >= 4
+    .shape = shape,
+#endif
+};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

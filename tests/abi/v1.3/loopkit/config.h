@@ -1,0 +1,72 @@
+/* loopkit — INI config files.
+ *
+ * [section], key = value, comments from '#' or ';' (at a line's start, or
+ * after white space). Every entry remembers where it came from (file:line or
+ * the --set argument) so that errors can name it. */
+#ifndef LOOPKIT_CONFIG_H
+#define LOOPKIT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "loopkit/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lk_config lk_config;
+
+/* One key. where is "FILE:LINE" or "--set SECTION.KEY=VALUE". */
+typedef struct lk_config_entry {
+  const char *section;
+  const char *key;
+  const char *value;
+  const char *where;
+} lk_config_entry;
+
+/* Parses PATH. Errors name PATH:LINE (LK_ECONFIG) or the I/O failure. */
+LK_API int lk_config_load(const char *path, lk_config **out);
+
+/* Parses TEXT as if it were the file NAME (tests, embedding). */
+LK_API int lk_config_parse(const char *name, const char *text, lk_config **out);
+
+/* An empty config (for programs that build one with lk_config_put). */
+LK_API int lk_config_new(lk_config **out);
+
+/* Applies one --set argument, "SECTION.KEY=VALUE"; a key that exists is
+ * replaced, a new one added. */
+LK_API int lk_config_set(lk_config *cfg, const char *assignment);
+
+/* Adds or replaces a key; WHERE is remembered for messages. */
+LK_API int lk_config_put(lk_config *cfg, const char *section, const char *key,
+                         const char *value, const char *where);
+
+/* The entry for SECTION.KEY, or NULL. */
+LK_API const lk_config_entry *
+lk_config_find(const lk_config *cfg, const char *section, const char *key);
+
+/* Entries in file order (sections in order of first appearance). */
+LK_API size_t lk_config_count(const lk_config *cfg);
+LK_API const lk_config_entry *lk_config_at(const lk_config *cfg, size_t i);
+
+/* Whether a section header or key of SECTION appeared. */
+LK_API bool lk_config_has_section(const lk_config *cfg, const char *section);
+
+/* Where section SECTION was first seen ("FILE:LINE"), or NULL. */
+LK_API const char *lk_config_section_where(const lk_config *cfg,
+                                           const char *section);
+
+/* The path it was loaded from (or the name given to lk_config_parse). */
+LK_API const char *lk_config_path(const lk_config *cfg);
+
+/* Writes it back as INI, sections in order. */
+LK_API int lk_config_write(const lk_config *cfg, FILE *f);
+
+LK_API void lk_config_free(lk_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,158 @@
+/* loopkit — training runs, plugins and checkpoints, for hosts such as the
+ * loopkit command. */
+#ifndef LOOPKIT_RUN_H
+#define LOOPKIT_RUN_H
+
+#include <stdio.h>
+
+#include "loopkit/config.h"
+#include "loopkit/export.h"
+#include "loopkit/host.h"
+#include "loopkit/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- plugins ------------------------------------------------------------ */
+
+typedef struct lk_plugin lk_plugin; /* a loaded shared object */
+
+/* Loads NAME: a name ([A-Za-z0-9_-]+) searched in LOOPKIT_PLUGIN_PATH and
+ * then the installed plugin directory, or a path containing '/'. Errors name
+ * the plugin, every path tried and dlerror's text. */
+LK_API int lk_plugin_open(const char *name, lk_plugin **out);
+LK_API void lk_plugin_close(lk_plugin *p);
+LK_API const lk_descriptor *lk_plugin_desc(const lk_plugin *p);
+LK_API const char *lk_plugin_path(const lk_plugin *p);
+
+/* "step,backward" — the kinds P implements, into BUF. */
+LK_API const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len);
+
+/* Calls EACH with the path of every NAME.so on the search path, in search
+ * order; a name found twice is reported once (the first wins). */
+LK_API int lk_plugin_scan(int (*each)(void *user, const char *name,
+                                      const char *path),
+                          void *user);
+
+/* The installed plugin directory, compiled in. */
+LK_API const char *lk_plugin_dir(void);
+
+/* "int", "double", "bool", "string", "enum", "doubles". */
+LK_API const char *lk_option_type_name(lk_option_type type);
+
+/* ---- runs --------------------------------------------------------------- */
+
+/* Where a training epoch is, for a host that draws a progress bar. */
+typedef struct lk_progress {
+  uint64_t epoch;     /* 0-based */
+  int64_t max_epochs; /* 0 without a data plugin (no epochs) */
+  uint64_t batch;     /* batches of this epoch done (steps without data) */
+  uint64_t n_batches; /* in this epoch; without data: max_steps */
+  uint64_t global_step;
+  double loss;       /* the last step's; NaN before the first */
+  double per_second; /* samples (steps without data) per second */
+  double elapsed;    /* seconds since this epoch started */
+  double eta;        /* seconds left in this epoch */
+  bool epoch_done;   /* the epoch's last batch */
+} lk_progress;
+typedef void (*lk_progress_fn)(void *user, const lk_progress *p);
+
+typedef struct lk_run_options {
+  const char *out_dir; /* NULL: a new runs/<config name>-<N> */
+  const char *resume;  /* checkpoint to resume from, or NULL */
+  lk_log_fn log;       /* NULL: messages are dropped */
+  void *log_user;
+  lk_log_level verbosity;
+  bool no_run_dir; /* set up the run without a run directory (gradcheck) */
+  /* Called after every training batch: a host on a terminal draws a
+   * progress bar. Without it the run logs a line every [loop]
+   * log_every_n_steps optimizer steps instead. */
+  lk_progress_fn progress;
+  void *progress_user;
+} lk_run_options;
+
+typedef struct lk_run lk_run;
+
+/* Validates CFG, loads and creates the plugins, makes the run directory.
+ * Fails (nothing trained) on any config or plugin error. */
+LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
+                      lk_run **out);
+
+/* Trains. 0 when training finished (or was stopped by a callback);
+ * LK_EINTERRUPTED after lk_run_interrupt, once the current step finished
+ * and a checkpoint was written. */
+LK_API int lk_run_train(lk_run *run);
+
+/* Asks a training run to stop after its current step, write a checkpoint
+ * and return LK_EINTERRUPTED. It only stores to a sig_atomic_t, so a
+ * signal handler may call it. */
+LK_API void lk_run_interrupt(lk_run *run);
+
+/* The checkpoint a run writes ("DIR/checkpoints/last.ckpt"), NULL if none. */
+LK_API const char *lk_run_checkpoint(const lk_run *run);
+
+/* NULL on a process other than rank 0 of a distributed run: only rank 0
+ * writes the run directory. */
+LK_API const char *lk_run_dir(const lk_run *run);
+/* Optimizer steps taken so far (a resumed run counts from its checkpoint). */
+LK_API uint64_t lk_run_steps(const lk_run *run);
+/* This process's rank (0 without a strategy plugin). */
+LK_API int lk_run_rank(const lk_run *run);
+
+/* Gradient check: compares the backward plugin's gradients with central
+ * differences of the step's loss, on the first BATCHES training batches
+ * (the whole problem without data), for at most SAMPLES elements of each
+ * parameter (spread over it deterministically). REPORT gets each
+ * parameter's largest relative error |a - n| / max(|a|, |n|, 1e-3) and the
+ * number of elements checked. */
+typedef void (*lk_gradcheck_fn)(void *user, const char *param,
+                                double max_rel_error, size_t checked);
+LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
+                            lk_gradcheck_fn report, void *user);
+
+/* "trained N steps (E epochs) in T s; last loss L; run directory D". */
+LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);
+
+/* Introspection for hosts, tests and benchmarks: the closure pointer the
+ * optimizer receives (with whatever wrapping the config asks for), the
+ * parameters, and the instance (self) playing ROLE with its descriptor. */
+LK_API lk_closure_fn lk_run_closure(lk_run *run);
+LK_API lk_tensor *const *lk_run_params(lk_run *run, size_t *n);
+LK_API void *lk_run_instance(lk_run *run, const char *role,
+                             const lk_descriptor **desc);
+LK_API void lk_run_free(lk_run *run);
+
+/* The keys of [loop] and of [plugins], declared as plugin options are
+ * (name, type, default as written in a config, help; the table ends with
+ * name == NULL): what a config may hold besides plugin sections. A NULL
+ * default in [plugins]: the role is empty unless named. */
+LK_API const lk_option *lk_run_loop_keys(void);
+LK_API const lk_option *lk_run_plugin_keys(void);
+
+/* ---- optimizers outside a run ------------------------------------------ */
+
+/* Loads optimizer plugin NAME and creates it for PARAMS, which the caller
+ * owns: each has data and grad of numel elements, f32 or f64, and they
+ * stay valid until lk_optimizer_close. Options come from CFG's section
+ * [NAME] (CFG may be NULL: every default). There is no run: no data, no
+ * run directory, no checkpoints, no scheduler; randomness is seeded with 0.
+ * lk_optimizer_step(OPT, PARAMS, N, CLOSURE) then minimises any closure
+ * that fills the gradients and returns the loss, one made with lk_bind
+ * from a plain C function for instance. */
+LK_API int lk_optimizer_open(const char *name, const lk_config *cfg,
+                             lk_tensor *const *params, size_t n,
+                             lk_optimizer **out);
+/* Destroys the optimizer and unloads its plugin. OPT may be NULL. */
+LK_API void lk_optimizer_close(lk_optimizer *opt);
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+/* Prints every parameter of the checkpoint at PATH, one value a line:
+ * NAME[INDEX] VALUE (%.17g for f64, %.9g for f32). */
+LK_API int lk_checkpoint_dump(const char *path, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
