@@ -444,8 +444,16 @@ static int end_window(lk_run *run, window *win, const lk_step_result *r,
   }
   if (rc != 0)
     return rc;
-  run->state.has_last_loss = win->has_loss;
-  run->state.last_loss = win->loss;
+  lk__loop_state *st = &run->state;
+  st->has_last_loss = win->has_loss;
+  st->last_loss = win->loss;
+  /* The epoch's mean loss counts every step's (every batch's, in manual
+   * optimization), before any checkpoint of this step is written. */
+  if (run->data && win->has_loss &&
+      (st->progress.global_step != step_before || run->loop.manual)) {
+    st->epoch_loss_sum += win->loss;
+    st->epoch_losses++;
+  }
   *win = (window){0};
   return 0;
 }
@@ -649,11 +657,6 @@ int lk__train_epoch(lk_run *run) {
     if ((rc = train_batch(run, &batch, b + 1 == nb, &win)) != 0)
       return rc;
     lk__meter_batch(run, &batch, before);
-    if (p->accum == 0 && st->has_last_loss &&
-        (p->global_step != before || run->loop.manual)) {
-      st->epoch_loss_sum += st->last_loss;
-      st->epoch_losses++;
-    }
     if (steps_done(run) || st->stopped)
       break;
     if (p->accum == 0 && signalled(run) && b + 1 < nb)

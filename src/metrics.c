@@ -51,7 +51,7 @@ static int rewrite(lk__metrics *m, size_t pad_from, int64_t keep) {
   if (m->f)
     fclose(m->f);
   m->f = NULL;
-  char *tmp = lk__asprintf("%s.tmp", m->path);
+  char *tmp = lk__asprintf("%s.tmp-%ld", m->path, (long)getpid());
   FILE *in = fopen(m->path, "r");
   FILE *out = tmp ? fopen(tmp, "w") : NULL;
   int rc = in && out ? write_header(m, out) : LK_EIO;
@@ -114,8 +114,16 @@ int lk__metrics_open(const char *path, int64_t keep, lk__metrics **out) {
       m->rows = count_rows(old);
     fclose(old);
   }
+  /* A resumed run drops what it redoes; a file with fewer rows than its
+   * checkpoint logged is not that run's, or was cut: it is refused rather
+   * than continued with a hole. */
+  if (rc >= 0 && keep > 0 && (!have_header || m->rows < (uint64_t)keep))
+    rc = lk__err(LK_EFORMAT,
+                 "%s has %llu rows, but the checkpoint being resumed had "
+                 "logged %lld: it is not that run's metrics.csv, or it was cut",
+                 path, (unsigned long long)m->rows, (long long)keep);
   if (rc >= 0 && have_header && keep >= 0 && m->rows != (uint64_t)keep)
-    rc = rewrite(m, m->n_cols, keep); /* a resumed run drops what it redoes */
+    rc = rewrite(m, m->n_cols, keep);
   if (rc >= 0 && !m->f && !(m->f = fopen(path, "a")))
     rc = lk__err(LK_EIO, "cannot open %s: %s", path, strerror(errno));
   if (rc >= 0 && !have_header && write_header(m, m->f) != 0)

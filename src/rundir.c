@@ -412,12 +412,12 @@ int lk__rundir_open(lk_run *run, const char *config_path,
               (unsigned long long)p->epoch, (unsigned long long)p->global_step);
     else
       lk__log(run, LK_LOG_INFO,
-              "%s is not the latest checkpoint of a run directory%s%s: "
+              "%s is not the latest checkpoint of a run directory%s%s%s: "
               "resuming it at epoch %llu, step %llu in a new run directory, "
               "%s",
               run->opts.resume, src ? " (that of " : "", src ? src : "",
-              (unsigned long long)p->epoch, (unsigned long long)p->global_step,
-              rd->dir);
+              src ? ")" : "", (unsigned long long)p->epoch,
+              (unsigned long long)p->global_step, rd->dir);
   }
   free(src);
   return rc;

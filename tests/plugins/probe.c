@@ -16,7 +16,9 @@ typedef struct probe {
   FILE *trace;
   double k, lr, grad, manual_clip;
   int64_t evals, nan_loss_at, nan_param_at, fail_at, fail_rank, calls, delay_us;
+  int64_t silent_fail_at;
   bool no_loss, manual;
+  const char *bad_result; /* what a training_step gets wrong, for tests */
 } probe;
 
 static void say(probe *p, const char *fmt, ...) LK_PRINTF(2, 3);
@@ -46,6 +48,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   p->fail_at = lk_opt_int(o, "fail_at");
   p->fail_rank = lk_opt_int(o, "fail_rank");
   p->delay_us = lk_opt_int(o, "delay_us");
+  p->silent_fail_at = lk_opt_int(o, "silent_fail_at");
+  p->bad_result = lk_opt_string(o, "bad_result");
   p->no_loss = lk_opt_bool(o, "no_loss");
   p->manual = lk_opt_bool(o, "manual");
   const char *trace = lk_opt_string(o, "trace");
@@ -95,7 +99,22 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
       (p->fail_rank < 0 || p->fail_rank == lk_host_rank(p->host)))
     return lk_fail(p->host, LK_EPLUGIN, "probe failing on purpose at call %lld",
                    (long long)call);
+  if (call == p->silent_fail_at)
+    return LK_EPLUGIN; /* without lk_fail: the host must say so */
   lk_result_metric(out, "w0", ((double *)p->w->data)[0]);
+  /* Results a careless plugin might return: the host must refuse them. */
+  if (!strcmp(p->bad_result, "count"))
+    out->n_metrics = LK_MAX_METRICS + 5;
+  else if (!strcmp(p->bad_result, "comma"))
+    lk_result_metric(out, "a,b", 1);
+  else if (!strcmp(p->bad_result, "newline"))
+    lk_result_metric(out, "a\nb", 1);
+  else if (!strcmp(p->bad_result, "null"))
+    lk_result_metric(out, NULL, 1);
+  else if (!strcmp(p->bad_result, "reserved"))
+    lk_result_metric(out, "epoch", 1);
+  else if (!strcmp(p->bad_result, "twice"))
+    lk_result_metric(out, "w0", 2);
   if (p->no_loss)
     return 0;
   out->has_loss = true;
@@ -200,6 +219,10 @@ static const lk_option options[] = {
     {"delay_us", LK_OPT_INT, "0", "sleep this long in each training_step",
      NULL},
     {"trace", LK_OPT_STRING, "", "file that receives one line per call", NULL},
+    {"silent_fail_at", LK_OPT_INT, "-1",
+     "training_step call that fails without lk_fail", NULL},
+    {"bad_result", LK_OPT_STRING, "",
+     "a malformed result: count, comma, newline, null, reserved, twice", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step};
