@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,42 +41,386 @@ const char *lk_plugin_dir(void) {
   return LK_PLUGINDIR;
 }
 
-static bool valid_name(const char *name) {
-  if (!*name)
+/* ---- What the host reads from a descriptor ----
+ *
+ * The descriptor is data the host reads before any plugin code runs (and
+ * `loopkit plugins` reads it for every plugin on the path), so a malformed
+ * one must be refused, not followed: every pointer in it must point into
+ * the plugin object's own loaded segments (its PT_LOAD program headers, as
+ * dl_iterate_phdr reports them), readable ones for data and executable
+ * ones for functions; every string must end with a NUL inside its segment;
+ * the options table must end (name NULL) inside its segment and within
+ * LK_MAX_OPTIONS entries. That turns the slips a compiler lets through (a
+ * table without its terminator, a string of another library or of the
+ * heap, a number where a pointer goes) into a message instead of a crash.
+ * It does not make a hostile plugin safe: its code runs anyway. */
+
+#define LK_MAX_OPTIONS 256
+#define LK_MAX_SEGMENTS                                                        \
+  16 /* a shared object has 4 or so; past 16, a                                \
+        pointer into one is refused */
+
+typedef struct segment {
+  uintptr_t lo, hi; /* [lo, hi) */
+  bool read, exec;
+} segment;
+
+typedef struct segments {
+  const void *dynamic; /* the object's l_ld: how it is recognised */
+  size_t n;
+  segment s[LK_MAX_SEGMENTS];
+} segments;
+
+static int collect(struct dl_phdr_info *info, size_t size, void *user) {
+  segments *ss = user;
+  (void)size;
+  bool found = false;
+  for (size_t i = 0; i < info->dlpi_phnum && !found; i++)
+    found = info->dlpi_phdr[i].p_type == PT_DYNAMIC &&
+            (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr) ==
+                ss->dynamic;
+  if (!found)
+    return 0;
+  for (size_t i = 0; i < info->dlpi_phnum && ss->n < LK_MAX_SEGMENTS; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD)
+      continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    ss->s[ss->n++] = (segment){lo, lo + ph->p_memsz, (ph->p_flags & PF_R) != 0,
+                               (ph->p_flags & PF_X) != 0};
+  }
+  return 1;
+}
+
+/* The loaded segments of the object HANDLE opened. */
+static int find_segments(void *handle, segments *ss, const char *name,
+                         const char *path) {
+  struct link_map *lm = NULL;
+  ss->n = 0;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+    return lk__err(LK_ELOAD, "cannot load plugin %s from %s: dlinfo failed",
+                   name, path);
+  ss->dynamic = lm->l_ld;
+  if (!dl_iterate_phdr(collect, ss) || ss->n == 0)
+    return lk__err(LK_ELOAD,
+                   "cannot load plugin %s from %s: its loaded segments are "
+                   "not to be found",
+                   name, path);
+  return 0;
+}
+
+/* The segment holding [P, P + LEN), readable (or executable with EXEC). */
+static const segment *segment_of(const segments *ss, const void *p, size_t len,
+                                 bool exec) {
+  uintptr_t a = (uintptr_t)p;
+  for (size_t i = 0; i < ss->n; i++) {
+    const segment *g = &ss->s[i];
+    if ((exec ? g->exec : g->read) && a >= g->lo && a < g->hi &&
+        g->hi - a >= len)
+      return g;
+  }
+  return NULL;
+}
+
+typedef enum { STR_OK, STR_OUTSIDE, STR_UNTERMINATED } str_check;
+
+static str_check check_string(const segments *ss, const char *s) {
+  const segment *g = segment_of(ss, s, 1, false);
+  if (!g)
+    return STR_OUTSIDE;
+  return memchr(s, '\0', g->hi - (uintptr_t)s) ? STR_OK : STR_UNTERMINATED;
+}
+
+/* [A-Za-z0-9_]+, and '-' too with DASH. */
+static bool valid_chars(const char *s, bool dash) {
+  if (!*s)
     return false;
-  for (const char *p = name; *p; p++) {
+  for (const char *p = s; *p; p++) {
     char c = *p;
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-          (c >= '0' && c <= '9') || c == '_' || c == '-'))
+          (c >= '0' && c <= '9') || c == '_' || (dash && c == '-')))
       return false;
   }
   return true;
 }
 
-static int check_descriptor(const lk_descriptor *d, const char *name,
+static bool valid_name(const char *name) {
+  return valid_chars(name, true);
+}
+
+/* S, at most 64 characters of it, with anything but printable ASCII shown
+ * as '?': a message must not carry a plugin's control characters. */
+static const char *printable(char *buf, size_t len, const char *s) {
+  size_t i = 0;
+  for (; s[i] && i < 64 && i + 1 < len; i++)
+    buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+  buf[i] = '\0';
+  return buf;
+}
+
+/* A string field of the descriptor (FIELD names it); NULL is fine. */
+static int check_desc_string(const segments *ss, const char *s,
+                             const char *field, const char *name,
+                             const char *path) {
+  str_check c = s ? check_string(ss, s) : STR_OK;
+  if (c == STR_OK)
+    return 0;
+  return lk__err(LK_ELOAD,
+                 "plugin %s (%s): %s is not a string in the plugin (%s)", name,
+                 path, field,
+                 c == STR_OUTSIDE ? "it points outside the plugin"
+                                  : "no NUL before the end of its segment");
+}
+
+/* A string field of option number K (1-based; SHOWN is " (NAME)" once the
+ * name is known to be good). */
+static int check_option_string(const segments *ss, const char *s,
+                               const char *field, size_t k, const char *shown,
+                               const char *name, const char *path) {
+  str_check c = s ? check_string(ss, s) : STR_OK;
+  if (c == STR_OK)
+    return 0;
+  return lk__err(LK_ELOAD, "plugin %s (%s): option %zu%s has a %s %s", name,
+                 path, k, shown, field,
+                 c == STR_OUTSIDE
+                     ? "outside the plugin"
+                     : "with no NUL before the end of its segment");
+}
+
+_Static_assert(sizeof(lk_option_type) == sizeof(int), "type is read as an int");
+
+static int check_option(const segments *ss, const lk_option *o, size_t k,
+                        const char *name, const char *path) {
+  int rc = check_option_string(ss, o->name, "name", k, "", name, path);
+  if (rc != 0)
+    return rc;
+  char buf[80], shown[96];
+  if (!valid_chars(o->name, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): option %zu has an invalid name \"%s\": "
+                   "option names are [A-Za-z0-9_]+",
+                   name, path, k, printable(buf, sizeof buf, o->name));
+  snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
+  int type;
+  memcpy(&type, &o->type, sizeof type); /* any value, not just the enum's */
+  if (type < LK_OPT_INT || type > LK_OPT_DOUBLES)
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): option %zu%s has an unknown type %d "
+                   "(LK_OPT_INT to LK_OPT_DOUBLES are %d to %d)",
+                   name, path, k, shown, type, LK_OPT_INT, LK_OPT_DOUBLES);
+  if ((rc = check_option_string(ss, o->def, "default", k, shown, name, path)) !=
+          0 ||
+      (rc = check_option_string(ss, o->help, "help", k, shown, name, path)) !=
+          0 ||
+      (rc = check_option_string(ss, o->choices, "choices", k, shown, name,
+                                path)) != 0)
+    return rc;
+  if (type == LK_OPT_ENUM && !o->choices)
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): option %zu%s is an LK_OPT_ENUM without "
+                   "choices",
+                   name, path, k, shown);
+  return 0;
+}
+
+/* The options table, walked no further than the end of its segment. */
+static int check_options(const segments *ss, const lk_option *o,
+                         const char *name, const char *path) {
+  if (!o)
+    return 0;
+  const segment *g =
+      (uintptr_t)o % _Alignof(lk_option) ? NULL : segment_of(ss, o, 1, false);
+  if (!g)
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): options table is not in the plugin (it "
+                   "points outside the plugin, or is misaligned)",
+                   name, path);
+  size_t fit = (g->hi - (uintptr_t)o) / sizeof *o;
+  for (size_t i = 0;; i++) {
+    if (i == fit)
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): options table has no terminator: its "
+                     "segment ends after %zu entries, none with a NULL name",
+                     name, path, i);
+    if (!o[i].name)
+      return 0;
+    if (i == LK_MAX_OPTIONS)
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): options table has more than %d options "
+                     "(or no terminator)",
+                     name, path, LK_MAX_OPTIONS);
+    int rc = check_option(ss, &o[i], i + 1, name, path);
+    if (rc != 0)
+      return rc;
+  }
+}
+
+/* The entries of each ops table the host may call, and the minor version
+ * that added each (an entry a plugin's minor does not define is not read). */
+typedef struct entry {
+  const char *name;
+  unsigned since;
+} entry;
+
+static const entry step_entries[] = {
+    {"training_step", 0}, {"validation_step", 0}, {"test_step", 0}};
+static const entry backward_entries[] = {{"backward", 0}};
+static const entry zero_grad_entries[] = {{"zero_grad", 0}};
+static const entry optimizer_entries[] = {
+    {"step", 0}, {"get_lr", 1}, {"set_lr", 1}};
+static const entry profiler_entries[] = {
+    {"action", 0}, {"start", 0}, {"stop", 0}, {"report", 0}};
+static const entry data_entries[] = {{"epoch", 0}, {"batch", 0}};
+static const entry strategy_entries[] = {
+    {"setup", 0}, {"reduce_gradients", 0}, {"reduce_metrics", 0},
+    {"rank", 0},  {"world_size", 0},       {"abort", 2}};
+static const entry callback_entries[] = {
+    {"on_train_start", 0},           {"on_train_epoch_start", 0},
+    {"on_train_batch_start", 0},     {"on_before_zero_grad", 0},
+    {"on_before_backward", 0},       {"on_after_backward", 0},
+    {"on_before_optimizer_step", 0}, {"on_after_optimizer_step", 0},
+    {"on_train_batch_end", 0},       {"on_validation_end", 0},
+    {"on_train_epoch_end", 0},       {"on_train_end", 0},
+    {"on_validation_start", 2}};
+static const entry scheduler_entries[] = {{"step", 0}};
+static const entry precision_entries[] = {{"loss_scale", 0},
+                                          {"unscale_gradients", 0}};
+
+typedef void (*any_fn)(void);
+_Static_assert(sizeof(any_fn) == sizeof(uintptr_t), "function pointers");
+
+#define N_OF(a) (sizeof a / sizeof a[0])
+/* An ops table that gains an entry needs it here too. */
+#define OPS_KIND(field)                                                        \
+  {                                                                            \
+    offsetof(lk_descriptor, field), #field, field##_entries,                   \
+        N_OF(field##_entries)                                                  \
+  }
+#define SAME_SIZE(field, type)                                                 \
+  _Static_assert(N_OF(field##_entries) * sizeof(any_fn) == sizeof(type),       \
+                 #type " has entries the loader does not check")
+SAME_SIZE(step, lk_step_ops);
+SAME_SIZE(backward, lk_backward_ops);
+SAME_SIZE(zero_grad, lk_zero_grad_ops);
+SAME_SIZE(optimizer, lk_optimizer_ops);
+SAME_SIZE(profiler, lk_profiler_ops);
+SAME_SIZE(data, lk_data_ops);
+SAME_SIZE(strategy, lk_strategy_ops);
+SAME_SIZE(callback, lk_callback_ops);
+SAME_SIZE(scheduler, lk_scheduler_ops);
+SAME_SIZE(precision, lk_precision_ops);
+
+static const struct ops_kind {
+  size_t field; /* offset of the ops pointer in lk_descriptor */
+  const char *kind;
+  const entry *entries;
+  size_t n;
+} ops_kinds[] = {
+    OPS_KIND(step),      OPS_KIND(backward), OPS_KIND(zero_grad),
+    OPS_KIND(optimizer), OPS_KIND(profiler), OPS_KIND(data),
+    OPS_KIND(strategy),  OPS_KIND(callback), OPS_KIND(scheduler),
+    OPS_KIND(precision),
+};
+_Static_assert(N_OF(ops_kinds) == 10, "every kind of lk_descriptor");
+
+static bool in_code(const segments *ss, uintptr_t fn) {
+  return !fn || segment_of(ss, (const void *)fn, 1, true);
+}
+
+/* create, destroy and every ops table of D (the host's copy), for ABI
+ * minor MINOR. */
+static int check_functions(const segments *ss, const lk_descriptor *d,
+                           unsigned minor, const char *name, const char *path) {
+  uintptr_t fn;
+  memcpy(&fn, &d->create, sizeof fn);
+  if (!in_code(ss, fn))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): create points outside the plugin's code",
+                   name, path);
+  memcpy(&fn, &d->destroy, sizeof fn);
+  if (!in_code(ss, fn))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): destroy points outside the plugin's code",
+                   name, path);
+  for (size_t k = 0; k < N_OF(ops_kinds); k++) {
+    const struct ops_kind *kind = &ops_kinds[k];
+    const char *ops;
+    memcpy(&ops, (const char *)d + kind->field, sizeof ops);
+    if (!ops)
+      continue;
+    size_t n = 0;
+    while (n < kind->n && kind->entries[n].since <= minor)
+      n++;
+    if ((uintptr_t)ops % _Alignof(any_fn) ||
+        !segment_of(ss, ops, n * sizeof(any_fn), false))
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): its %s ops table is not in the plugin "
+                     "(it points outside the plugin, runs past the end of "
+                     "its segment, or is misaligned)",
+                     name, path, kind->kind);
+    for (size_t i = 0; i < n; i++) {
+      memcpy(&fn, ops + i * sizeof(any_fn), sizeof fn);
+      if (!in_code(ss, fn))
+        return lk__err(LK_ELOAD,
+                       "plugin %s (%s): %s ops entry %s points outside the "
+                       "plugin's code",
+                       name, path, kind->kind, kind->entries[i].name);
+    }
+  }
+  return 0;
+}
+
+/* Checks the descriptor D that dlsym found in the plugin (SS its segments)
+ * and fills COPY, zero-padded past the plugin's size. */
+static int check_descriptor(const segments *ss, const void *d,
+                            lk_descriptor *copy, const char *name,
                             const char *path) {
-  uint32_t major = d->abi_version >> 16, minor = d->abi_version & 0xffff;
   _Static_assert(sizeof desc_size / sizeof desc_size[0] == LK_ABI_MINOR + 1,
                  "every minor version needs its descriptor size");
+  /* Only the version and size can be read before they are checked. */
+  size_t head = offsetof(lk_descriptor, size) + sizeof copy->size;
+  if ((uintptr_t)d % _Alignof(lk_descriptor) || !segment_of(ss, d, head, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): its %s is not in the plugin (dlsym found "
+                   "it in another object, or misaligned)",
+                   name, path, LK_PLUGIN_SYMBOL);
+  uint32_t version, size;
+  memcpy(&version, (const char *)d + offsetof(lk_descriptor, abi_version),
+         sizeof version);
+  memcpy(&size, (const char *)d + offsetof(lk_descriptor, size), sizeof size);
+  uint32_t major = version >> 16, minor = version & 0xffff;
   if (major != LK_ABI_MAJOR || minor > LK_ABI_MINOR)
     return lk__err(LK_EABI,
                    "plugin %s (%s) was built for loopkit plugin ABI %u.%u; "
                    "this loopkit has ABI %d.%d: rebuild the plugin",
                    name, path, major, minor, LK_ABI_MAJOR, LK_ABI_MINOR);
-  if (d->size < desc_size[minor])
+  if (size < desc_size[minor])
     return lk__err(LK_EABI,
                    "plugin %s (%s): descriptor size %u is smaller than ABI "
                    "%u.%u's %zu",
-                   name, path, d->size, major, minor, desc_size[minor]);
-  if (!d->name || !valid_name(d->name))
+                   name, path, size, major, minor, desc_size[minor]);
+  size_t len = size < sizeof *copy ? size : sizeof *copy;
+  if (!segment_of(ss, d, len, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): descriptor of size %u runs past the end "
+                   "of its segment",
+                   name, path, size);
+  memset(copy, 0, sizeof *copy);
+  memcpy(copy, d, len);
+  int rc;
+  if (!copy->name)
     return lk__err(LK_ELOAD, "plugin %s (%s): descriptor has no valid name",
                    name, path);
-  for (const lk_option *o = d->options; o && o->name; o++)
-    if (o->type < LK_OPT_INT || o->type > LK_OPT_DOUBLES ||
-        (o->type == LK_OPT_ENUM && !o->choices))
-      return lk__err(LK_ELOAD, "plugin %s (%s): option %s is ill-declared",
-                     name, path, o->name);
-  return 0;
+  if ((rc = check_desc_string(ss, copy->name, "name", name, path)) != 0)
+    return rc;
+  if (!valid_name(copy->name))
+    return lk__err(LK_ELOAD, "plugin %s (%s): descriptor has no valid name",
+                   name, path);
+  if ((rc = check_desc_string(ss, copy->version, "version", name, path)) != 0 ||
+      (rc = check_desc_string(ss, copy->summary, "summary", name, path)) != 0 ||
+      (rc = check_options(ss, copy->options, name, path)) != 0)
+    return rc;
+  return check_functions(ss, copy, minor, name, path);
 }
 
 /* ---- Plugin security ----
@@ -123,7 +468,8 @@ static int check_descriptor(const lk_descriptor *d, const char *name,
  * searched otherwise; a path with a '/' is the user's explicit choice.
  *
  * LOOPKIT_ALLOW_UNSAFE_PLUGINS=1 (exactly "1") turns every check off; the
- * plugin is still loaded through its open descriptor. */
+ * plugin is still loaded through its open descriptor, and its descriptor
+ * still checked (above). */
 
 #define LK_UNSAFE_ENV "LOOPKIT_ALLOW_UNSAFE_PLUGINS"
 #define LK_MAX_LINKS 40
@@ -600,7 +946,7 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
     return rc;
   }
   dlerror();
-  const lk_descriptor *d = dlsym(h, LK_PLUGIN_SYMBOL);
+  const void *d = dlsym(h, LK_PLUGIN_SYMBOL);
   if (!d) {
     char why[1024], fdname[32];
     const char *e = dlerror();
@@ -611,12 +957,17 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
                  "(%s)",
                  name, path, LK_PLUGIN_SYMBOL, why);
   }
-  if (rc == 0)
-    rc = check_descriptor(d, name, path);
+  segments ss;
   lk_plugin *p = rc == 0 ? calloc(1, sizeof *p) : NULL;
   if (rc == 0 && (!p || !(p->path = lk__strdup(path))))
     rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = find_segments(h, &ss, name, path);
+  if (rc == 0)
+    rc = check_descriptor(&ss, d, &p->desc, name, path);
   if (rc != 0) {
+    if (p)
+      free(p->path);
     free(p);
     unload(h, fd, &st);
     return rc;
@@ -624,7 +975,6 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
   p->handle = h;
   p->fd = fd;
   p->st = st;
-  memcpy(&p->desc, d, d->size < sizeof p->desc ? d->size : sizeof p->desc);
   *out = p;
   return 0;
 }

@@ -1,8 +1,9 @@
 /* The loader: names refused before the file system is touched, the search
  * path, each way a shared object can fail to be a plugin, and the security
  * checks (who may write a plugin and its directories, relative search path
- * entries, the current directory, every symlink of a chain). Runs with
- * LOOPKIT_PLUGIN_PATH and LK_BROKEN_DIR from the test environment. */
+ * entries, the current directory, every symlink of a chain) and the bounds
+ * on what the host reads from a descriptor. Runs with LOOPKIT_PLUGIN_PATH
+ * and LK_BROKEN_DIR from the test environment. */
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,6 +101,43 @@ static void test_undefined_symbol(void **state) {
   assert_non_null(strstr(lk_last_error(), "lk_no_such_function_anywhere"));
   assert_non_null(strstr(lk_last_error(), path));
   assert_null(strstr(lk_last_error(), "/proc/self/fd"));
+}
+
+/* Descriptors the host must refuse without following them (see
+ * tests/broken): each message names the plugin, its path and the fault. */
+static void test_malformed_descriptors(void **state) {
+  (void)state;
+  const char *cases[][2] = {
+      {"unterminated", "option 3 has a name outside the plugin"},
+      {"endofseg", "options table has no terminator: its segment ends after "
+                   "4 entries, none with a NULL name"},
+      {"outside", "summary is not a string in the plugin (it points outside "
+                  "the plugin)"},
+      {"badtype", "option 2 (beta) has an unknown type 99"},
+      {"badoptname", "option 1 has an invalid name \"learning rate\": option "
+                     "names are [A-Za-z0-9_]+"},
+      {"manyopts", "options table has more than 256 options"},
+      {"badops", "zero_grad ops entry zero_grad points outside the plugin's "
+                 "code"},
+      {"opsoutside", "its step ops table is not in the plugin"},
+  };
+  for (int unsafe = 0; unsafe < 2; unsafe++) {
+    /* not a trust check: LOOPKIT_ALLOW_UNSAFE_PLUGINS=1 changes nothing */
+    if (unsafe)
+      setenv("LOOPKIT_ALLOW_UNSAFE_PLUGINS", "1", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      lk_plugin *p = NULL;
+      const char *path = broken_path(cases[i][0]);
+      char want[16384];
+      snprintf(want, sizeof want, "plugin %s (%s): %s", path, path,
+               cases[i][1]);
+      assert_int_equal(lk_plugin_open(path, &p), LK_ELOAD);
+      assert_null(p);
+      if (!strstr(lk_last_error(), want))
+        fail_msg("message \"%s\" lacks \"%s\"", lk_last_error(), want);
+    }
+  }
+  unsetenv("LOOPKIT_ALLOW_UNSAFE_PLUGINS");
 }
 
 /* dlopen knows objects by name: /proc/self/fd/N must never give a plugin
@@ -669,6 +707,7 @@ int main(void) {
       cmocka_unit_test(test_abi_mismatch),
       cmocka_unit_test(test_older_minor_loads),
       cmocka_unit_test(test_undefined_symbol),
+      cmocka_unit_test(test_malformed_descriptors),
       cmocka_unit_test(test_descriptor_numbers_reused),
       cmocka_unit_test(test_missing_file_by_path),
       cmocka_unit_test(test_open_by_name),
