@@ -54,6 +54,11 @@ missing=$(grep -E '^[A-Za-z0-9_-]+ ' "$T/good" | grep -v '^NAME ' | while IFS= r
   grep -qxF -- "$line" "$T/list" || echo "$line"
 done)
 check "plugins still lists every good plugin on the path ($(grep -cE '^[A-Za-z0-9_-]+ ' "$T/good"))${missing:+; missing: $missing}" test -z "$missing"
+LOOPKIT_PLUGIN_PATH="$T/bad:$LOOPKIT_PLUGIN_PATH"
+"$LOOPKIT" plugins >"$T/both" 2>&1
+LOOPKIT_PLUGIN_PATH=$saved
+check "in one file, each reason comes right after its plugin's line" \
+  sh -c "grep -A1 '^endofseg .*(cannot load)' '$T/both' | tail -n 1 | grep -q '^loopkit: plugin $T/bad/endofseg.so .*no terminator'"
 check "plugins lists the 8 bad ones as cannot load" \
   test "$(grep -cE "^[a-z]+ +\(cannot load\) +- +$T/bad/[a-z]+\.so$" "$T/list")" -eq 8
 finish
