@@ -1,8 +1,9 @@
 /* The loader: names refused before the file system is touched, the search
  * path, each way a shared object can fail to be a plugin, and the security
  * checks (who may write a plugin and its directories, relative search path
- * entries, the current directory). Runs with LOOPKIT_PLUGIN_PATH and
- * LK_BROKEN_DIR from the test environment. */
+ * entries, the current directory, every symlink of a chain) and the bounds
+ * on what the host reads from a descriptor. Runs with LOOPKIT_PLUGIN_PATH
+ * and LK_BROKEN_DIR from the test environment. */
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,6 +65,8 @@ static void test_missing_descriptor(void **state) {
   assert_non_null(strstr(lk_last_error(), "has no descriptor"));
   assert_non_null(strstr(lk_last_error(), LK_PLUGIN_SYMBOL));
   assert_non_null(strstr(lk_last_error(), path));
+  /* dlopen is given /proc/self/fd/N; messages name the path */
+  assert_null(strstr(lk_last_error(), "/proc/self/fd"));
 }
 
 static void test_abi_mismatch(void **state) {
@@ -97,6 +100,75 @@ static void test_undefined_symbol(void **state) {
   /* dlerror's own text, copied */
   assert_non_null(strstr(lk_last_error(), "lk_no_such_function_anywhere"));
   assert_non_null(strstr(lk_last_error(), path));
+  assert_null(strstr(lk_last_error(), "/proc/self/fd"));
+}
+
+/* Descriptors the host must refuse without following them (see
+ * tests/broken): each message names the plugin, its path and the fault. */
+static void test_malformed_descriptors(void **state) {
+  (void)state;
+  const char *cases[][2] = {
+      {"unterminated", "option 3 has a name outside the plugin"},
+      {"endofseg", "options table has no terminator: its segment ends after "
+                   "4 entries, none with a NULL name"},
+      {"outside", "summary is not a string in the plugin (it points outside "
+                  "the plugin)"},
+      {"badtype", "option 2 (beta) has an unknown type 99"},
+      {"badoptname", "option 1 has an invalid name \"learning rate\": option "
+                     "names are [A-Za-z0-9_]+"},
+      {"manyopts", "options table has more than 256 options"},
+      {"badops", "zero_grad ops entry zero_grad points outside the plugin's "
+                 "code"},
+      {"opsoutside", "its step ops table is not in the plugin"},
+  };
+  for (int unsafe = 0; unsafe < 2; unsafe++) {
+    /* not a trust check: LOOPKIT_ALLOW_UNSAFE_PLUGINS=1 changes nothing */
+    if (unsafe)
+      setenv("LOOPKIT_ALLOW_UNSAFE_PLUGINS", "1", 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      lk_plugin *p = NULL;
+      const char *path = broken_path(cases[i][0]);
+      char want[16384];
+      snprintf(want, sizeof want, "plugin %s (%s): %s", path, path,
+               cases[i][1]);
+      assert_int_equal(lk_plugin_open(path, &p), LK_ELOAD);
+      assert_null(p);
+      if (!strstr(lk_last_error(), want))
+        fail_msg("message \"%s\" lacks \"%s\"", lk_last_error(), want);
+    }
+  }
+  unsetenv("LOOPKIT_ALLOW_UNSAFE_PLUGINS");
+}
+
+/* dlopen knows objects by name: /proc/self/fd/N must never give a plugin
+ * an object loaded earlier through a descriptor with the same number. */
+static void test_descriptor_numbers_reused(void **state) {
+  (void)state;
+  lk_plugin *p1 = NULL, *p2 = NULL, *p3 = NULL;
+  assert_int_equal(lk_plugin_open("probe", &p1), 0);
+  char path[4096];
+  snprintf(path, sizeof path, "%s", lk_plugin_path(p1));
+  /* the same file again: one object, known by both descriptors' names */
+  assert_int_equal(lk_plugin_open(path, &p2), 0);
+  assert_ptr_equal(lk_plugin_desc(p1)->step, lk_plugin_desc(p2)->step);
+  lk_plugin_close(p2); /* its number is free, the object still loaded */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(lk_plugin_open("tracecb", &p3), 0);
+    assert_string_equal(lk_plugin_desc(p3)->name, "tracecb");
+    lk_plugin_close(p3);
+    assert_int_equal(lk_plugin_open("abi10", &p3), 0);
+    assert_string_equal(lk_plugin_desc(p3)->name, "abi10");
+    lk_plugin_close(p3);
+  }
+  assert_string_equal(lk_plugin_desc(p1)->name, "probe");
+  lk_plugin_close(p1);
+  /* and once every handle is closed, the numbers are free again */
+  assert_int_equal(lk_plugin_open("tracecb", &p3), 0);
+  assert_string_equal(lk_plugin_desc(p3)->name, "tracecb");
+  lk_plugin_close(p3);
+  assert_int_equal(lk_plugin_open("probe", &p1), 0);
+  assert_string_equal(lk_plugin_desc(p1)->name, "probe");
+  lk_plugin_close(p1);
 }
 
 static void test_missing_file_by_path(void **state) {
@@ -484,6 +556,113 @@ static void test_symlinks(void **state) {
   assert_non_null(strstr(lk_last_error(), "not a regular file"));
 }
 
+/* Every symlink of a chain is checked, not only the path as given and the
+ * file it leads to: a link in a link's target, a link to a directory. */
+static void test_symlink_chain(void **state) {
+  (void)state;
+  make_dir("ok", 0755);
+  make_dir("links", 0755);
+  make_dir("mid", 0777);
+  copy_probe("ok/probe.so", 0755);
+  /* links/a.so -> mid/b.so -> ok/probe.so, and anyone can repoint b.so */
+  assert_int_equal(symlink("../ok/probe.so", at("mid/b.so")), 0);
+  assert_int_equal(symlink("../mid/b.so", at("links/a.so")), 0);
+  char want[8192];
+  snprintf(want, sizeof want,
+           "refusing plugin %s: directory %s holding symlink %s is writable "
+           "by group and others (mode 0777), so they could repoint the link; "
+           "fix with chmod go-w %s, or set LOOPKIT_ALLOW_UNSAFE_PLUGINS=1",
+           at("links/a.so"), at("mid"), at("mid/b.so"), at("mid"));
+  lk_plugin *p = NULL;
+  assert_int_equal(lk_plugin_open(at("links/a.so"), &p), LK_ELOAD);
+  assert_string_equal(lk_last_error(), want);
+  assert_int_equal(chmod(at("mid"), 0755), 0);
+  loads(at("links/a.so"));
+
+  /* A link to a directory, in a sticky world-writable one: refused like a
+   * plugin's own directory there, and through another link too. */
+  make_dir("wdir", 01777);
+  assert_int_equal(symlink(at("ok"), at("wdir/d")), 0); /* absolute */
+  assert_int_equal(symlink("../wdir/d", at("links/e")), 0);
+  snprintf(want, sizeof want, "directory %s holding symlink %s is writable",
+           at("wdir"), at("wdir/d"));
+  refused(at("wdir/d/probe.so"), want);
+  refused(at("links/e/probe.so"), want);
+  assert_int_equal(chmod(at("wdir"), 0755), 0);
+  loads(at("wdir/d/probe.so"));
+  loads(at("links/e/probe.so"));
+  /* ".." after a link leaves the link's target, as in the kernel */
+  loads(at("links/e/../ok/probe.so"));
+
+  /* A directory above a link: writable by others without the sticky bit */
+  make_dir("up", 0757);
+  make_dir("up/in", 0755);
+  assert_int_equal(symlink("../../ok/probe.so", at("up/in/c.so")), 0);
+  assert_int_equal(symlink("../up/in/c.so", at("links/f.so")), 0);
+  snprintf(want, sizeof want,
+           "directory %s above symlink %s is writable by others (mode 0757) "
+           "without the sticky bit, so they could repoint the link",
+           at("up"), at("up/in/c.so"));
+  refused(at("links/f.so"), want);
+
+  /* A loop ends as the kernel ends it, and a dangling link in a chain
+   * names where the chain broke. */
+  assert_int_equal(symlink("l2.so", at("links/l1.so")), 0);
+  assert_int_equal(symlink("l1.so", at("links/l2.so")), 0);
+  assert_int_equal(lk_plugin_open(at("links/l1.so"), &p), LK_ELOAD);
+  assert_non_null(strstr(lk_last_error(), at("links/l1.so")));
+  assert_non_null(strstr(lk_last_error(), "Too many levels of symbolic links"));
+  assert_int_equal(symlink("../nowhere/x.so", at("links/dangling.so")), 0);
+  assert_int_equal(lk_plugin_open(at("links/dangling.so"), &p), LK_ELOAD);
+  snprintf(want, sizeof want, "from %s: %s: No such file or directory",
+           at("links/dangling.so"), at("nowhere"));
+  assert_non_null(strstr(lk_last_error(), want));
+  /* a link to a file that is not a plugin at all is named by its path */
+  FILE *f = fopen(at("ok/text.so"), "w");
+  assert_non_null(f);
+  fputs("not an ELF file\n", f);
+  assert_int_equal(fclose(f), 0);
+  assert_int_equal(chmod(at("ok/text.so"), 0644), 0);
+  assert_int_equal(symlink("../ok/text.so", at("links/text.so")), 0);
+  assert_int_equal(lk_plugin_open(at("links/text.so"), &p), LK_ELOAD);
+  assert_non_null(strstr(lk_last_error(), at("links/text.so")));
+  assert_null(strstr(lk_last_error(), "/proc/self/fd"));
+}
+
+/* A symlink anyone but root and us owns is refused wherever it is in the
+ * chain; testable only as root. */
+static void test_symlink_owner(void **state) {
+  (void)state;
+  if (geteuid() != 0)
+    skip();
+  make_dir("ok", 0755);
+  make_dir("links", 0755);
+  make_dir("mid", 0755);
+  copy_probe("ok/probe.so", 0755);
+  assert_int_equal(symlink("../ok/probe.so", at("links/probe.so")), 0);
+  assert_int_equal(lchown(at("links/probe.so"), 65534, (gid_t)-1), 0);
+  char want[8192];
+  snprintf(want, sizeof want,
+           "refusing plugin %s: symlink %s is owned by uid 65534, not by root "
+           "or you (uid 0), so that user could repoint it; fix with chown -h",
+           at("links/probe.so"), at("links/probe.so"));
+  refused(at("links/probe.so"), want);
+  set_path(at("links"));
+  snprintf(want, sizeof want,
+           "refusing plugin probe (%s): symlink %s is owned by uid 65534",
+           at("links/probe.so"), at("links/probe.so"));
+  refused("probe", want);
+  /* in the middle of the chain */
+  assert_int_equal(symlink("../ok/probe.so", at("mid/b.so")), 0);
+  assert_int_equal(lchown(at("mid/b.so"), 65534, (gid_t)-1), 0);
+  assert_int_equal(symlink("../mid/b.so", at("links/c.so")), 0);
+  snprintf(want, sizeof want, "symlink %s is owned by uid 65534",
+           at("mid/b.so"));
+  refused(at("links/c.so"), want);
+  assert_int_equal(lchown(at("mid/b.so"), 0, (gid_t)-1), 0);
+  loads(at("links/c.so"));
+}
+
 /* LOOPKIT_ALLOW_UNSAFE_PLUGINS=1, exactly, lets everything through. */
 static void test_unsafe_override(void **state) {
   (void)state;
@@ -528,6 +707,8 @@ int main(void) {
       cmocka_unit_test(test_abi_mismatch),
       cmocka_unit_test(test_older_minor_loads),
       cmocka_unit_test(test_undefined_symbol),
+      cmocka_unit_test(test_malformed_descriptors),
+      cmocka_unit_test(test_descriptor_numbers_reused),
       cmocka_unit_test(test_missing_file_by_path),
       cmocka_unit_test(test_open_by_name),
       cmocka_unit_test(test_scan_first_wins),
@@ -541,6 +722,8 @@ int main(void) {
       SECURITY(test_empty_entries),
       SECURITY(test_cwd_not_searched),
       SECURITY(test_symlinks),
+      SECURITY(test_symlink_chain),
+      SECURITY(test_symlink_owner),
       SECURITY(test_unsafe_override),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

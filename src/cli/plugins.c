@@ -10,6 +10,7 @@ static int list_one(void *user, const char *name, const char *path) {
   lk_plugin *p;
   if (lk_plugin_open(path, &p) != 0) {
     printf("%-16s %-28s %-8s %s\n", name, "(cannot load)", "-", path);
+    fflush(stdout); /* the reason right after its line, in one file too */
     fprintf(stderr, "loopkit: %s\n", lk_last_error());
     (*broken)++;
     return 0;

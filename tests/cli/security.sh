@@ -3,7 +3,9 @@
 # by others than its owner and root, a plugin owned by someone else, and a
 # relative or empty LOOPKIT_PLUGIN_PATH entry are refused (status 2, and the
 # message says why and how to fix it), unless LOOPKIT_ALLOW_UNSAFE_PLUGINS=1;
-# the current directory is never searched.
+# the current directory is never searched. A symlink chain through a link
+# another user owns is refused, and that user swapping the link while
+# loopkit loads through it never gets their code run.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 : "${LK_BUILDDIR:?}"
 unset LOOPKIT_ALLOW_UNSAFE_PLUGINS
@@ -63,6 +65,112 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   ok "a plugin owned by another user is refused # SKIP not root"
   ok "a plugin directory owned by another user is refused # SKIP not root"
+fi
+
+# ---- a symlink another user owns, in the middle of a chain ----
+# $R/safe/a.so -> $R/sticky/link (uid 65534's, in a sticky world-writable
+# directory) -> $R/safe/d/.../good.so. The checks used to cover the path given
+# and the file it led to, and dlopen resolved the path again: the owner of
+# the link could swap it in between and have loopkit run their code.
+race_skip() {
+  for t in "a chain through another user's symlink is refused" "inspect refuses it too" \
+    "plugins loads through the chain while the link is swapped" \
+    "the stranger's constructor never ran, in 400 loads" "each of the 400 was refused"; do
+    ok "$t # SKIP $1"
+  done
+}
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+  R=$T/race
+  as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  chmod 0755 "$T" # so that uid 65534 can reach $R
+  mkdir "$R" "$R/safe" "$R/links" "$R/sticky" "$R/evil"
+  chmod 0755 "$R" "$R/safe" "$R/links" "$R/evil" && chmod 1777 "$R/sticky"
+  # The good plugin sits 200 directories deep: the old checks took a stat
+  # for each, which widened the window between check and load enough for
+  # the race to be won in most runs, not in a few.
+  deep=$R/safe/$(i=0; while [ $i -lt 200 ]; do printf d/; i=$((i + 1)); done)
+  mkdir -p "$deep" && cp "$SGD" "$deep/good.so" && chmod 0755 "$deep/good.so"
+  # The stranger's plugin: a constructor that leaves a mark.
+  cat >"$R/evil.c" <<'EOF'
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void evil(void) {
+  int fd = open(MARKER, O_WRONLY | O_CREAT, 0644);
+  if (fd >= 0)
+    close(fd);
+}
+EOF
+  # Swaps DIR/link between GOOD and EVIL for as long as GO exists (120 s at
+  # most): two links made once, then hard links to them renamed over
+  # DIR/link in turn, so that it is never missing and each state lasts as
+  # long as the other.
+  cat >"$R/swap.c" <<'EOF'
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  if (argc != 5)
+    return 2;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char link[4096], tmp[4096], to[2][4096];
+  snprintf(link, sizeof link, "%s/link", argv[2]);
+  snprintf(tmp, sizeof tmp, "%s/link.tmp", argv[2]);
+  for (int k = 0; k < 2; k++) {
+    snprintf(to[k], sizeof to[k], "%s/link.%d", argv[2], k);
+    unlink(to[k]);
+    if (symlink(argv[3 + k], to[k]) != 0)
+      return 1;
+  }
+  time_t start = time(NULL);
+  while (access(argv[1], F_OK) == 0 && time(NULL) - start < 120)
+    for (int i = 0; i < 256; i++)
+      if (linkat(AT_FDCWD, to[i % 2], AT_FDCWD, tmp, 0) == 0)
+        rename(tmp, link);
+  return 0;
+}
+EOF
+  if ! as_nobody test -w "$R/sticky"; then
+    race_skip "uid 65534 cannot reach $R"
+  elif "$LK_CC" -shared -fPIC -DMARKER="\"$R/ran\"" -o "$R/evil/evil.so" "$R/evil.c" &&
+    "$LK_CC" -o "$R/swap" "$R/swap.c"; then
+    chown 65534 "$R/evil" "$R/evil/evil.so"
+    as_nobody ln -s "$deep/good.so" "$R/sticky/link"
+    ln -s "$R/sticky/link" "$R/safe/a.so"
+    expect 2 "refusing plugin $R/safe/a.so: symlink $R/sticky/link is owned by uid 65534, not by root or you \(uid 0\), so that user could repoint it; fix with chown -h, or set LOOPKIT_ALLOW_UNSAFE_PLUGINS=1" \
+      "a chain through another user's symlink is refused, naming the link and its owner" \
+      -- train "$T/good.ini" --out "$T/run8" --set "plugins.optimizer=$R/safe/a.so"
+    expect 2 "symlink $R/sticky/link is owned by uid 65534" "inspect refuses it too" -- inspect "$R/safe/a.so"
+
+    # The race: 400 loads through the chain (one loopkit plugins over 400
+    # links to it) while uid 65534 swaps the link as fast as it can.
+    i=0
+    while [ $i -lt 400 ]; do
+      i=$((i + 1))
+      ln -s "$R/sticky/link" "$R/links/a$i.so"
+    done
+    touch "$R/go"
+    as_nobody "$R/swap" "$R/go" "$R/sticky" "$deep/good.so" "$R/evil/evil.so" &
+    swapper=$!
+    saved_path=$LOOPKIT_PLUGIN_PATH
+    LOOPKIT_PLUGIN_PATH=$R/links
+    expect 1 "symlink $R/sticky/link is owned by uid 65534" \
+      "plugins loads through the chain while the link is swapped" -- plugins
+    LOOPKIT_PLUGIN_PATH=$saved_path
+    cp "$T/out" "$R/plugins.out"
+    rm -f "$R/go"
+    wait "$swapper"
+    check "the stranger's constructor never ran, in 400 loads" test ! -e "$R/ran"
+    # (stdout and stderr interleave in the file: count matches, not lines)
+    refusals=$(grep -o "refusing plugin $R/links/a[0-9]*\.so: symlink $R/sticky/link is owned by uid 65534, not by root or you (uid 0), so that user could repoint it" "$R/plugins.out" | wc -l)
+    check "each of the 400 was refused, naming the link and its owner (got $refusals)" test "$refusals" -eq 400
+  else
+    not_ok "the race test's programs build with $LK_CC"
+  fi
+else
+  race_skip "not root, or no setpriv"
 fi
 
 # loopkit plugins reports what it refuses.
