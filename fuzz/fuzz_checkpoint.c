@@ -2,19 +2,19 @@
  *
  * Input: a mode byte, then the bytes. Mode bit 0 clear: the bytes are the
  * whole file, as read from disk. Set: the bytes are the body after the
- * envelope (progress, generator, count, records), and the target wraps them
- * in a valid envelope (magic, version 1, length) and appends the right
- * CRC-32, so that mutations reach the record parser instead of stopping at
- * the checksum.
+ * envelope (progress, generator, the loop section from version 2 on, count,
+ * records), and the target wraps them in a valid envelope (magic, version
+ * 2, or 1 with mode bit 1, length) and appends the right CRC-32, so that
+ * mutations reach the record parser instead of stopping at the checksum.
  *
  * Checks, beyond "no crash, leak or hang":
  * - a refused file is LK_EFORMAT (or LK_ENOMEM) with a message naming it;
  * - an accepted one holds only known kinds and dtypes, finite values,
  *   numel = product of the shape, names unique within a kind;
- * - writing it back (lk__ckpt_write) and reading that gives the same
- *   progress, generator and tensors, and when its parameters came before
- *   its states the written file is the input byte for byte (the format has
- *   one encoding);
+ * - writing it back (lk__ckpt_write) and reading that gives the same loop
+ *   state, generator and tensors, and when its parameters came before its
+ *   states the written file is a version 2 input byte for byte (the format
+ *   has one encoding);
  * - lk_checkpoint_dump prints it. */
 #include <math.h>
 #include <sys/stat.h>
@@ -107,11 +107,10 @@ static void round_trip(const lk__ckpt *ck, const unsigned char *buf,
       states[ns++] = &ck->tensors[i];
     }
   }
-  int rc =
-      lk__ckpt_write(path, &ck->progress, &ck->rng, params, np, states, ns);
+  int rc = lk__ckpt_write(path, &ck->state, &ck->rng, params, np, states, ns);
   FUZZ_CHECK(rc == 0, "an accepted checkpoint cannot be written: %d", rc);
 
-  if (sorted) {
+  if (sorted && ck->version == 2) {
     FILE *f = fopen(path, "rb");
     FUZZ_CHECK(f != NULL, "fopen");
     unsigned char *back = malloc(len + 1);
@@ -125,13 +124,27 @@ static void round_trip(const lk__ckpt *ck, const unsigned char *buf,
   }
 
   lk__ckpt *again = NULL;
-  rc = lk__ckpt_read(path, &again);
+  rc = lk__ckpt_read(path, &again, NULL);
   FUZZ_CHECK(rc == 0, "a written checkpoint does not read back: %d", rc);
   FUZZ_CHECK(again->n == n, "%zu tensors read back, %zu written", again->n, n);
-  FUZZ_CHECK(memcmp(&again->progress, &ck->progress, sizeof ck->progress) ==
-                     0 &&
+  const lk__loop_state *a = &again->state, *b = &ck->state;
+  FUZZ_CHECK(memcmp(&a->progress, &b->progress, sizeof b->progress) == 0 &&
                  memcmp(&again->rng, &ck->rng, sizeof ck->rng) == 0,
              "progress or generator changed");
+  FUZZ_CHECK(
+      a->metrics_rows == b->metrics_rows && a->stopped == b->stopped &&
+          a->finished == b->finished && a->has_last_loss == b->has_last_loss &&
+          a->epoch_losses == b->epoch_losses &&
+          memcmp(&a->last_loss, &b->last_loss, sizeof a->last_loss) == 0 &&
+          memcmp(&a->epoch_loss_sum, &b->epoch_loss_sum,
+                 sizeof a->epoch_loss_sum) == 0 &&
+          a->n_latest == b->n_latest,
+      "loop state changed");
+  for (size_t i = 0; i < a->n_latest; i++)
+    FUZZ_CHECK(strcmp(a->latest[i].name, b->latest[i].name) == 0 &&
+                   memcmp(&a->latest[i].value, &b->latest[i].value,
+                          sizeof(double)) == 0,
+               "loop state metric %zu changed", i);
   for (size_t i = 0; i < n; i++) {
     const lk_tensor *want = i < np ? params[i] : states[i - np];
     FUZZ_CHECK(again->kinds[i] == (i < np ? LK__CKPT_PARAM : LK__CKPT_STATE),
@@ -153,7 +166,7 @@ static void round_trip(const lk__ckpt *ck, const unsigned char *buf,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
-  bool wrap = data[0] & 1;
+  bool wrap = data[0] & 1, v1 = data[0] & 2;
   data++, size--;
 
   unsigned char *buf;
@@ -163,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     buf = malloc(len);
     FUZZ_CHECK(buf != NULL, "malloc");
     memcpy(buf, "LOOPKIT\0", 8);
-    put32(buf + 8, 1);
+    put32(buf + 8, v1 ? 1 : 2);
     put64(buf + 12, len);
     if (size)
       memcpy(buf + 20, data, size);

@@ -384,7 +384,8 @@ int lk_config_load(const char *path, lk_config **out) {
   char *text = NULL;
   size_t len = 0;
   /* No config is megabytes long: anything bigger is the wrong file. */
-  int rc = lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &text, &len, NULL);
+  int rc =
+      lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &text, &len, NULL);
   if (rc != 0)
     return rc;
   lk_config *cfg = NULL;

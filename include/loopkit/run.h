@@ -60,7 +60,11 @@ typedef void (*lk_progress_fn)(void *user, const lk_progress *p);
 
 typedef struct lk_run_options {
   const char *out_dir; /* NULL: a new runs/<config name>-<N> */
-  const char *resume;  /* checkpoint to resume from, or NULL */
+  /* Checkpoint to resume from, or NULL. The run continues in the run
+   * directory that wrote it when it is that run's latest
+   * (DIR/checkpoints/last.ckpt, with no out_dir or out_dir = DIR), and
+   * otherwise in a new one (out_dir, or runs/<config name>-<N>). */
+  const char *resume;
   lk_log_fn log;       /* NULL: messages are dropped */
   void *log_user;
   lk_log_level verbosity;
@@ -74,8 +78,10 @@ typedef struct lk_run_options {
 
 typedef struct lk_run lk_run;
 
-/* Validates CFG, loads and creates the plugins, makes the run directory.
- * Fails (nothing trained) on any config or plugin error. */
+/* Validates CFG, loads and creates the plugins, restores the checkpoint
+ * to resume from (every value checked), makes or reopens the run directory
+ * and locks it, opens metrics.csv. Fails (nothing trained) on any config,
+ * plugin, checkpoint or run directory error. */
 LK_API int lk_run_new(const lk_config *cfg, const lk_run_options *opts,
                       lk_run **out);
 

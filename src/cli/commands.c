@@ -13,8 +13,10 @@ static const cli_option train_options[] = {
      "Write the run into DIR, which must not hold an earlier run (default: "
      "a new runs/CONFIG-N)."},
     {"--resume", "CKPT",
-     "Continue exactly where checkpoint CKPT stopped, in CKPT's run "
-     "directory unless --out names another."},
+     "Continue exactly where checkpoint CKPT stopped: in its run directory "
+     "when CKPT is that run's latest (DIR/checkpoints/last.ckpt), otherwise "
+     "in a new run directory (or --out) whose metrics.csv starts with the "
+     "rows CKPT had seen."},
     {"--quiet", NULL,
      "Print only errors and the final summary: no progress bar, no log "
      "lines."},

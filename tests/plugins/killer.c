@@ -53,14 +53,17 @@ static int create(lk_host *host, const lk_options *o, void **self) {
       k->at_end = true;
       rest += 4;
     }
-    if (n != 1 || sscanf(rest, ":%ld:%ld:%15s", &k->nth, &k->delay_us, sig) < 1 ||
+    if (n != 1 ||
+        sscanf(rest, ":%ld:%ld:%15s", &k->nth, &k->delay_us, sig) < 1 ||
         k->nth < 1) {
       free(k);
       return lk_fail(host, LK_ECONFIG,
                      "LK_KILL=\"%s\": expected ACTION[/end]:N[:DELAY_US[:SIG]]",
                      spec);
     }
-    k->sig = !strcmp(sig, "INT") ? SIGINT : !strcmp(sig, "TERM") ? SIGTERM : SIGKILL;
+    k->sig = !strcmp(sig, "INT")    ? SIGINT
+             : !strcmp(sig, "TERM") ? SIGTERM
+                                    : SIGKILL;
   }
   *self = k;
   return 0;
