@@ -152,6 +152,29 @@ int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
                         out);
 }
 
+int lk_host_add_param_states(lk_host *host, const char *prefix,
+                             lk_tensor **out, size_t n) {
+  lk_run *run = host->run;
+  if (!prefix || !*prefix || !out || n > run->n_params)
+    return lk__err(LK_EINVAL,
+                   "plugin %s: lk_host_add_param_states(\"%s\", %zu): the run "
+                   "has %zu parameters",
+                   host->inst->name, prefix ? prefix : "(null)", n,
+                   run->n_params);
+  for (size_t i = 0; i < n; i++) {
+    const lk_tensor *p = run->params[i];
+    char *name = lk__asprintf("%s.%s", prefix, p->name);
+    if (!name)
+      return lk__err(LK_ENOMEM, "out of memory");
+    int rc = lk__add_tensor(run, host->inst, name, p->dtype, p->ndim, p->shape,
+                            false, &out[i]);
+    free(name);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
 lk_tensor *const *lk_host_params(lk_host *host, size_t *n) {
   *n = host->run->n_params;
   return host->run->params;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "options.h"
 
 #ifndef LK_PLUGINDIR
 #define LK_PLUGINDIR "/usr/local/lib/loopkit"
@@ -191,7 +192,7 @@ static int check_option_string(const segments *ss, const char *s,
 _Static_assert(sizeof(lk_option_type) == sizeof(int), "type is read as an int");
 
 static int check_option(const segments *ss, const lk_option *o, size_t k,
-                        const char *name, const char *path) {
+                        unsigned minor, const char *name, const char *path) {
   int rc = check_option_string(ss, o->name, "name", k, "", name, path);
   if (rc != 0)
     return rc;
@@ -221,12 +222,21 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
                    "plugin %s (%s): option %zu%s is an LK_OPT_ENUM without "
                    "choices",
                    name, path, k, shown);
+  /* Since ABI 1.4 a number's choices are its range. */
+  lk__range r;
+  if (minor >= 4 && o->choices &&
+      (type == LK_OPT_INT || type == LK_OPT_DOUBLE || type == LK_OPT_DOUBLES) &&
+      lk__range_parse(o->choices, &r) != 0)
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): option %zu%s declares the range \"%s\", "
+                   "which is not an interval such as [0, inf) or (0, 1]",
+                   name, path, k, shown, printable(buf, sizeof buf, o->choices));
   return 0;
 }
 
 /* The options table, walked no further than the end of its segment. */
 static int check_options(const segments *ss, const lk_option *o,
-                         const char *name, const char *path) {
+                         unsigned minor, const char *name, const char *path) {
   if (!o)
     return 0;
   const segment *g =
@@ -250,7 +260,7 @@ static int check_options(const segments *ss, const lk_option *o,
                      "plugin %s (%s): options table has more than %d options "
                      "(or no terminator)",
                      name, path, LK_MAX_OPTIONS);
-    int rc = check_option(ss, &o[i], i + 1, name, path);
+    int rc = check_option(ss, &o[i], i + 1, minor, name, path);
     if (rc != 0)
       return rc;
   }
@@ -324,8 +334,26 @@ static const struct ops_kind {
 };
 _Static_assert(N_OF(ops_kinds) == 10, "every kind of lk_descriptor");
 
+/* Whether FN is in an executable segment of any loaded object. */
+static int code_of_any(struct dl_phdr_info *info, size_t size, void *user) {
+  uintptr_t fn = *(const uintptr_t *)user;
+  (void)size;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && fn >= lo &&
+        fn < lo + ph->p_memsz)
+      return 1;
+  }
+  return 0;
+}
+
+/* A function pointer of the descriptor: code of the plugin, or of a
+ * library it uses (.destroy = free is fine); never data, the heap or an
+ * unmapped address. */
 static bool in_code(const segments *ss, uintptr_t fn) {
-  return !fn || segment_of(ss, (const void *)fn, 1, true);
+  return !fn || segment_of(ss, (const void *)fn, 1, true) ||
+         dl_iterate_phdr(code_of_any, &fn) != 0;
 }
 
 /* create, destroy and every ops table of D (the host's copy), for ABI
@@ -336,17 +364,17 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
   memcpy(&fn, &d->create, sizeof fn);
   if (!in_code(ss, fn))
     return lk__err(LK_ELOAD,
-                   "plugin %s (%s): create points outside the plugin's code",
+                   "plugin %s (%s): create points outside any loaded code",
                    name, path);
   memcpy(&fn, &d->destroy, sizeof fn);
   if (!in_code(ss, fn))
     return lk__err(LK_ELOAD,
-                   "plugin %s (%s): destroy points outside the plugin's code",
+                   "plugin %s (%s): destroy points outside any loaded code",
                    name, path);
   memcpy(&fn, &d->check_state, sizeof fn);
   if (minor >= 4 && !in_code(ss, fn))
     return lk__err(LK_ELOAD,
-                   "plugin %s (%s): check_state points outside the plugin's "
+                   "plugin %s (%s): check_state points outside any loaded "
                    "code",
                    name, path);
   for (size_t k = 0; k < N_OF(ops_kinds); k++) {
@@ -369,8 +397,8 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
       memcpy(&fn, ops + i * sizeof(any_fn), sizeof fn);
       if (!in_code(ss, fn))
         return lk__err(LK_ELOAD,
-                       "plugin %s (%s): %s ops entry %s points outside the "
-                       "plugin's code",
+                       "plugin %s (%s): %s ops entry %s points outside any "
+                       "loaded code",
                        name, path, kind->kind, kind->entries[i].name);
     }
   }
@@ -425,7 +453,7 @@ static int check_descriptor(const segments *ss, const void *d,
                    name, path);
   if ((rc = check_desc_string(ss, copy->version, "version", name, path)) != 0 ||
       (rc = check_desc_string(ss, copy->summary, "summary", name, path)) != 0 ||
-      (rc = check_options(ss, copy->options, name, path)) != 0)
+      (rc = check_options(ss, copy->options, minor, name, path)) != 0)
     return rc;
   return check_functions(ss, copy, minor, name, path);
 }

@@ -1,4 +1,7 @@
-/* Plugin options: validation against the declared schema, typed getters. */
+/* Plugin options: validation against the declared schema (types, enum
+ * choices, numeric ranges), typed getters. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +47,81 @@ static bool enum_has(const char *choices, const char *v) {
   return false;
 }
 
+/* ---- ranges --------------------------------------------------------------
+ *
+ * A numeric option (int, double, doubles) of a plugin of ABI 1.4 or later
+ * may declare its range in choices, in interval notation: "[0, inf)",
+ * "(0, 1]", "[1, 16777216]". The host refuses a value outside it before
+ * create, so plugins need not repeat the checks. A double is finite unless
+ * its range closes on an infinite bound: "(0, inf]" accepts inf. */
+
+int lk__range_parse(const char *text, lk__range *r) {
+  char open, close, tail;
+  char lo[64], hi[64];
+  if (!text || sscanf(text, " %c %63[^, ] , %63[^])] %c %c", &open, lo, hi,
+                      &close, &tail) != 4 ||
+      (open != '[' && open != '(') || (close != ']' && close != ')'))
+    return LK_EINVAL;
+  r->lo_closed = open == '[';
+  r->hi_closed = close == ']';
+  if (!strcmp(lo, "-inf"))
+    r->lo = -INFINITY;
+  else if (lk__parse_double(lo, &r->lo) != 0 || !isfinite(r->lo))
+    return LK_EINVAL;
+  if (!strcmp(hi, "inf"))
+    r->hi = INFINITY;
+  else if (lk__parse_double(hi, &r->hi) != 0 || !isfinite(r->hi))
+    return LK_EINVAL;
+  return r->lo <= r->hi ? 0 : LK_EINVAL;
+}
+
+bool lk__range_has(const lk__range *r, double v) {
+  if (isnan(v))
+    return false;
+  bool lo = r->lo_closed ? v >= r->lo : v > r->lo;
+  bool hi = r->hi_closed ? v <= r->hi : v < r->hi;
+  return lo && hi;
+}
+
+/* "must be >= 0", "must be > 0 and < 1": the range in words. */
+void lk__range_text(const lk__range *r, char *buf, size_t len) {
+  char a[48] = "", b[48] = "";
+  if (r->lo > -INFINITY)
+    snprintf(a, sizeof a, "%s %.17g", r->lo_closed ? ">=" : ">", r->lo);
+  if (r->hi < INFINITY)
+    snprintf(b, sizeof b, "%s %.17g", r->hi_closed ? "<=" : "<", r->hi);
+  snprintf(buf, len, "%s%s%s%s", *a || *b ? "" : "any number", a,
+           *a && *b ? " and " : "", b);
+}
+
+/* The range an option declares, or false: none (or a plugin older than
+ * ABI 1.4, whose choices mean nothing for a number). */
+static bool range_of(const lk_descriptor *desc, const lk_option *o,
+                     lk__range *r) {
+  if ((desc->abi_version & 0xffff) < 4 || !o->choices ||
+      (o->type != LK_OPT_INT && o->type != LK_OPT_DOUBLE &&
+       o->type != LK_OPT_DOUBLES))
+    return false;
+  return lk__range_parse(o->choices, r) == 0;
+}
+
+/* Doubles are finite unless the range takes an infinity, and within it.
+ * The message follows "option NAME = VALUE: " (WHAT names a list's
+ * element). */
+static int check_number(const lk__range *r, bool has_range, double v,
+                        const char *what) {
+  bool inf_ok = has_range && ((r->lo == -INFINITY && r->lo_closed) ||
+                              (r->hi == INFINITY && r->hi_closed));
+  if (isnan(v) || (isinf(v) && !inf_ok))
+    return lk__err(LK_ECONFIG, "%smust be a finite number", what);
+  if (has_range && !lk__range_has(r, v)) {
+    char words[128];
+    lk__range_text(r, words, sizeof words);
+    return lk__err(LK_ECONFIG, "%smust be %s", what, words);
+  }
+  return 0;
+}
+
 static int parse_list(const char *text, double **out, size_t *len) {
   size_t cap = 1;
   for (const char *p = text; *p; p++)
@@ -81,9 +159,16 @@ static int parse_list(const char *text, double **out, size_t *len) {
 }
 
 /* Parses TEXT into V according to V->decl; on error the message says what
- * was expected (the caller adds where and which option). */
-static int parse_value(option_value *v, const char *text) {
+ * was expected (the caller adds where and which option). *RANGE says that
+ * the value is a number of the right type outside what the option takes:
+ * the caller then names it with its value. */
+static int parse_value(const lk_descriptor *desc, option_value *v,
+                       const char *text, bool *range) {
+  *range = false;
   const lk_option *o = v->decl;
+  lk__range r;
+  bool ranged = range_of(desc, o, &r);
+  char what[64];
   v->text = lk__strdup(text);
   if (!v->text)
     return lk__err(LK_ENOMEM, "out of memory");
@@ -91,10 +176,19 @@ static int parse_value(option_value *v, const char *text) {
   case LK_OPT_INT:
     if (lk__parse_int(text, &v->i) != 0)
       return lk__err(LK_ECONFIG, "expected an integer, got \"%s\"", text);
+    if (ranged && !lk__range_has(&r, (double)v->i)) {
+      char words[128];
+      lk__range_text(&r, words, sizeof words);
+      *range = true;
+      return lk__err(LK_ECONFIG, "must be %s", words);
+    }
     break;
   case LK_OPT_DOUBLE:
     if (lk__parse_double(text, &v->d) != 0)
       return lk__err(LK_ECONFIG, "expected a number, got \"%s\"", text);
+    if ((desc->abi_version & 0xffff) >= 4 &&
+        (*range = check_number(&r, ranged, v->d, "") != 0))
+      return LK_ECONFIG;
     break;
   case LK_OPT_BOOL:
     if (lk__parse_bool(text, &v->b) != 0)
@@ -110,6 +204,12 @@ static int parse_value(option_value *v, const char *text) {
     if (parse_list(text, &v->list, &v->list_len) != 0)
       return lk__err(LK_ECONFIG, "expected a comma list of numbers, got \"%s\"",
                      text);
+    for (size_t i = 0; (desc->abi_version & 0xffff) >= 4 && i < v->list_len;
+         i++) {
+      snprintf(what, sizeof what, "value %zu ", i + 1);
+      if ((*range = check_number(&r, ranged, v->list[i], what) != 0))
+        return LK_ECONFIG;
+    }
     break;
   default:
     return lk__err(LK_ECONFIG, "declared with unknown type %d", (int)o->type);
@@ -173,15 +273,20 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
     v->decl = o;
     const lk_config_entry *e =
         cfg ? lk_config_find(cfg, section, o->name) : NULL;
+    bool range;
     if (e) {
-      rc = parse_value(v, e->value);
-      if (rc != 0)
+      rc = parse_value(desc, v, e->value, &range);
+      if (rc != 0 && range)
+        rc = lk__err_prefix(rc, "%s: option %s.%s = %s", e->where, section,
+                            o->name, e->value);
+      else if (rc != 0)
         rc = lk__err_prefix(rc, "%s: option %s.%s", e->where, section, o->name);
     } else if (o->def) {
-      rc = parse_value(v, o->def);
+      rc = parse_value(desc, v, o->def, &range);
       if (rc != 0)
-        rc = lk__err_prefix(rc, "plugin %s: default of option %s", desc->name,
-                            o->name);
+        rc = lk__err_prefix(rc, "plugin %s: default of option %s%s%s",
+                            desc->name, o->name, range ? " = " : "",
+                            range ? o->def : "");
     } else {
       rc = lk__err(LK_ECONFIG,
                    "plugin %s: missing required option \"%s\" (%s: %s); set "

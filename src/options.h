@@ -18,6 +18,15 @@ int lk__options_export(const lk_options *opts, const char *section,
 
 void lk__options_free(lk_options *opts);
 
+/* A numeric option's range, from its choices: "[0, inf)", "(0, 1]". */
+typedef struct lk__range {
+  double lo, hi; /* -inf and inf for an open end */
+  bool lo_closed, hi_closed;
+} lk__range;
+int lk__range_parse(const char *text, lk__range *r);
+bool lk__range_has(const lk__range *r, double v);
+void lk__range_text(const lk__range *r, char *buf, size_t len);
+
 /* "a, b, c": the names of OPTIONS, for "accepted: ..." messages. False
  * when there are none. */
 bool lk__option_names(const lk_option *options, char *buf, size_t len);

@@ -64,6 +64,13 @@ LK_API int lk_state_check(lk_host *host, const lk_tensor *t, double min,
  * counters in check_state. */
 #define LK_STATE_MAX_COUNT 9007199254740992.0
 
+/* Since ABI 1.4: one state tensor per parameter (optimizer buffers, EMA
+ * weights): OUT[i] gets "PREFIX.NAME" (then prefixed with the plugin's
+ * name, as every state) with the dtype and shape of parameter i, for the
+ * first N parameters, zero-filled. Only during create. */
+LK_API int lk_host_add_param_states(lk_host *host, const char *prefix,
+                                    lk_tensor **out, size_t n);
+
 /* The parameters of the run, in the order they were added. */
 LK_API lk_tensor *const *lk_host_params(lk_host *host, size_t *n);
 /* Since ABI 1.2: every state tensor (optimizer buffers, EMA weights, the

@@ -50,13 +50,19 @@ typedef enum lk_option_type {
 } lk_option_type;
 
 /* One declared option. def is the default as it would be written in a config
- * file; NULL makes the option required. The table ends with name == NULL. */
+ * file; NULL makes the option required. The table ends with name == NULL.
+ * choices: for LK_OPT_ENUM the values, "a|b|c"; since ABI 1.4, for
+ * LK_OPT_INT, LK_OPT_DOUBLE and LK_OPT_DOUBLES the range, in interval
+ * notation ("[0, inf)", "(0, 1]", "[1, 16777216]"; NULL: any). The host
+ * refuses a value outside it, naming the option and the range, before
+ * create; a double (each value of a list) must also be finite unless the
+ * range closes on an infinite bound ("(0, inf]"). */
 typedef struct lk_option {
   const char *name;
   lk_option_type type;
   const char *def;
   const char *help;
-  const char *choices; /* LK_OPT_ENUM only */
+  const char *choices;
 } lk_option;
 
 /* ---- step results and batches ------------------------------------------ */

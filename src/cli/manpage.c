@@ -41,6 +41,10 @@ static void option_entry(FILE *f, const lk_option *o) {
   roff(f, o->name);
   fputs("\\fR (", f);
   roff(f, o->type == LK_OPT_ENUM ? o->choices : lk_option_type_name(o->type));
+  if (o->type != LK_OPT_ENUM && o->choices) { /* a number's range */
+    fputs(" in ", f);
+    roff(f, o->choices);
+  }
   if (o->def) {
     fputs(", default ", f);
     roff(f, *o->def ? o->def : "\"\"");

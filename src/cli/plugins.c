@@ -66,8 +66,15 @@ int cli_inspect(int argc, char **argv) {
   } else {
     printf("options:\n");
     for (const lk_option *o = d->options; o->name; o++) {
-      printf("  %-24s %-8s default %s\n", o->name,
-             o->type == LK_OPT_ENUM ? o->choices : lk_option_type_name(o->type),
+      char type[96];
+      if (o->type == LK_OPT_ENUM)
+        snprintf(type, sizeof type, "%s", o->choices);
+      else if (o->choices) /* a number's range (ABI 1.4) */
+        snprintf(type, sizeof type, "%s %s", lk_option_type_name(o->type),
+                 o->choices);
+      else
+        snprintf(type, sizeof type, "%s", lk_option_type_name(o->type));
+      printf("  %-24s %-8s default %s\n", o->name, type,
              o->def ? o->def : "(required)");
       if (o->help)
         printf("      %s\n", o->help);

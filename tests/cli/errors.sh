@@ -119,4 +119,31 @@ check "last checkpoint intact after a plugin error" \
 expect 1 'optimizer probe returned without calling the closure' \
   "optimizer that never calls the closure" -- train "$T/nan.ini" --out "$T/lazy" \
   --set probe.nan_loss_at=-1 --set probe.evals=0
+# ---- ranges declared in the option table (ABI 1.4), enforced by the host ----
+config ranged <<INI
+[loop]
+max_steps = 3
+[plugins]
+step = ranged
+optimizer = sgd
+INI
+expect 0 'trained 3 steps' "options inside their ranges train (inf where the range takes it)" \
+  -- train "$T/ranged.ini" --out "$T/rg0"
+expect 2 'option ranged.n = 0: must be >= 1 and <= 1000' "an int below its range" \
+  -- train "$T/ranged.ini" --out "$T/rg1" --set ranged.n=0
+expect 2 'option ranged.unit = 1: must be >= 0 and < 1' "a double at an open end" \
+  -- train "$T/ranged.ini" --out "$T/rg2" --set ranged.unit=1
+expect 2 'option ranged.positive = 0: must be > 0' "a double at an open lower end" \
+  -- train "$T/ranged.ini" --out "$T/rg3" --set ranged.positive=0
+expect 2 'option ranged.positive = inf: must be a finite number' "inf where the range does not close on it" \
+  -- train "$T/ranged.ini" --out "$T/rg4" --set ranged.positive=inf
+expect 2 'option ranged.betas = 0.5,2: value 2 must be >= 0 and <= 1' "a list value outside the range, named by position" \
+  -- train "$T/ranged.ini" --out "$T/rg5" --set ranged.betas=0.5,2
+expect 2 'option ranged.plain = nan: must be a finite number' "a double without a range must be finite" \
+  -- train "$T/ranged.ini" --out "$T/rg6" --set ranged.plain=nan
+check "no run directory for a refused option" sh -c "! ls -d '$T'/rg[1-6] 2>/dev/null"
+expect 0 'unit +double \[0, 1\) +default 0.5' "inspect shows a double's range" -- inspect ranged
+expect 0 'n +int \[1, 1000\] +default 2' "inspect shows an int's range" -- inspect ranged
+expect 2 'plugin .*badrange.so .*option 1 \(lr\) declares the range ">= 0", which is not an interval such as \[0, inf\) or \(0, 1\]' \
+  "a range that does not parse is refused at load" -- inspect "$LK_BROKEN_DIR/badrange.so"
 finish
