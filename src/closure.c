@@ -239,3 +239,11 @@ void lk_closure_set_caller(lk_closure *c, const char *optimizer_name) {
 int lk__closure_error(const lk_closure *c) {
   return c->err;
 }
+
+int lk__closure_fail(lk_closure *c, int code) {
+  if (c->err == 0) { /* the first failure explains the rest */
+    c->err = code;
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", lk_last_error());
+  }
+  return code;
+}

@@ -18,13 +18,15 @@ static double set(lk_tensor *t, size_t k, double v) {
 }
 
 static int loss_at(lk_run *run, const lk_batch *b, double *loss) {
+  const lk__instance *step = lk__role(run, LK__KIND_STEP);
   lk_step_result r = {0};
-  int rc = run->step->desc->step->training_step(run->step->self, b, &r);
+  uint64_t mark = lk__err_mark();
+  int rc = step->desc->step->training_step(step->self, b, &r);
   if (rc != 0)
-    return lk__err_prefix(rc, "training_step of plugin %s", run->step->name);
+    return lk__entry_failed(rc, mark, "training_step of plugin %s", step->name);
   if (!r.has_loss)
     return lk__err(LK_EPLUGIN, "plugin %s gave no loss: nothing to check",
-                   run->step->name);
+                   step->name);
   *loss = r.loss;
   return 0;
 }
@@ -33,18 +35,20 @@ static int loss_at(lk_run *run, const lk_batch *b, double *loss) {
  * parameter; MAX collects each parameter's largest relative error. */
 static int check_batch(lk_run *run, const lk_batch *b, size_t samples,
                        double *max, size_t *checked) {
+  const lk__tensors *ts = &run->env.tensors;
+  const lk__instance *bw = lk__role(run, LK__KIND_BACKWARD);
   int rc;
   double loss;
-  for (size_t i = 0; i < run->n_params; i++)
-    memset(run->params[i]->grad, 0,
-           run->params[i]->numel * lk_dtype_size(run->params[i]->dtype));
+  for (size_t i = 0; i < ts->n_params; i++)
+    memset(ts->params[i]->grad, 0,
+           ts->params[i]->numel * lk_dtype_size(ts->params[i]->dtype));
   if ((rc = loss_at(run, b, &loss)) != 0)
     return rc;
-  if ((rc = run->backward->desc->backward->backward(run->backward->self, b,
-                                                    1.0)) != 0)
-    return lk__err_prefix(rc, "backward of plugin %s", run->backward->name);
-  for (size_t i = 0; i < run->n_params; i++) {
-    lk_tensor *t = run->params[i];
+  uint64_t mark = lk__err_mark();
+  if ((rc = bw->desc->backward->backward(bw->self, b, 1.0)) != 0)
+    return lk__entry_failed(rc, mark, "backward of plugin %s", bw->name);
+  for (size_t i = 0; i < ts->n_params; i++) {
+    lk_tensor *t = ts->params[i];
     size_t n = t->numel < samples ? t->numel : samples;
     /* f64 steps near the optimum for central differences; f32 ones are
      * larger, as its rounding error is. */
@@ -74,30 +78,32 @@ static int check_batch(lk_run *run, const lk_batch *b, size_t samples,
 
 int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
                      lk_gradcheck_fn report, void *user) {
-  if (!run->backward)
+  const lk__tensors *ts = &run->env.tensors;
+  const lk__instance *data = lk__role(run, LK__KIND_DATA);
+  if (!lk__role(run, LK__KIND_BACKWARD))
     return lk__err(LK_ECONFIG, "gradcheck needs a backward plugin");
-  double *max = calloc(run->n_params, sizeof *max);
-  size_t *checked = calloc(run->n_params, sizeof *checked);
+  double *max = calloc(ts->n_params, sizeof *max);
+  size_t *checked = calloc(ts->n_params, sizeof *checked);
   int rc = max && checked ? 0 : lk__err(LK_ENOMEM, "out of memory");
-  if (rc == 0 && !run->data)
-    rc = check_batch(run, &run->no_data_batch, samples, max, checked);
+  if (rc == 0 && !data)
+    rc = check_batch(run, &run->chain.no_data_batch, samples, max, checked);
   size_t nb = 0;
-  if (rc == 0 && run->data &&
-      (rc = run->data->desc->data->epoch(run->data->self, LK_SPLIT_TRAIN, 0,
-                                         &nb)) != 0)
-    rc = lk__err_prefix(rc, "epoch of data plugin %s", run->data->name);
-  for (size_t b = 0; rc == 0 && run->data && b < nb && b < batches; b++) {
+  uint64_t mark = lk__err_mark();
+  if (rc == 0 && data &&
+      (rc = data->desc->data->epoch(data->self, LK_SPLIT_TRAIN, 0, &nb)) != 0)
+    rc = lk__entry_failed(rc, mark, "epoch of data plugin %s", data->name);
+  for (size_t b = 0; rc == 0 && data && b < nb && b < batches; b++) {
     lk_batch batch = {0};
-    rc = run->data->desc->data->batch(run->data->self, LK_SPLIT_TRAIN, b,
-                                      &batch);
+    mark = lk__err_mark();
+    rc = data->desc->data->batch(data->self, LK_SPLIT_TRAIN, b, &batch);
     if (rc != 0)
-      rc =
-          lk__err_prefix(rc, "batch %zu of data plugin %s", b, run->data->name);
+      rc = lk__entry_failed(rc, mark, "batch %zu of data plugin %s", b,
+                            data->name);
     else
       rc = check_batch(run, &batch, samples, max, checked);
   }
-  for (size_t i = 0; rc == 0 && i < run->n_params; i++)
-    report(user, run->params[i]->name, max[i], checked[i]);
+  for (size_t i = 0; rc == 0 && i < ts->n_params; i++)
+    report(user, ts->params[i]->name, max[i], checked[i]);
   free(max);
   free(checked);
   return rc;

@@ -46,6 +46,11 @@ unsigned lk__plugin_minor(const lk_plugin *p);
 
 /* closure.c: the error of C's last evaluation (0: it did not fail). */
 int lk__closure_error(const lk_closure *c);
+/* Records CODE and the current message as the failure of C's last
+ * evaluation, unless one is recorded already: what wraps the closure
+ * (hooks, clipping, the processes' mean) fails into the same record that
+ * lk_closure_consume reports. Returns CODE. */
+int lk__closure_fail(lk_closure *c, int code);
 
 /* wrap.c: a closure that returns MAP(ctx, the loss INNER returns). */
 int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),

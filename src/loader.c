@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "kinds.h"
 #include "options.h"
 
 #ifndef LK_PLUGINDIR
@@ -230,13 +231,14 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s declares the range \"%s\", "
                    "which is not an interval such as [0, inf) or (0, 1]",
-                   name, path, k, shown, printable(buf, sizeof buf, o->choices));
+                   name, path, k, shown,
+                   printable(buf, sizeof buf, o->choices));
   return 0;
 }
 
 /* The options table, walked no further than the end of its segment. */
-static int check_options(const segments *ss, const lk_option *o,
-                         unsigned minor, const char *name, const char *path) {
+static int check_options(const segments *ss, const lk_option *o, unsigned minor,
+                         const char *name, const char *path) {
   if (!o)
     return 0;
   const segment *g =
@@ -266,73 +268,8 @@ static int check_options(const segments *ss, const lk_option *o,
   }
 }
 
-/* The entries of each ops table the host may call, and the minor version
- * that added each (an entry a plugin's minor does not define is not read). */
-typedef struct entry {
-  const char *name;
-  unsigned since;
-} entry;
-
-static const entry step_entries[] = {
-    {"training_step", 0}, {"validation_step", 0}, {"test_step", 0}};
-static const entry backward_entries[] = {{"backward", 0}};
-static const entry zero_grad_entries[] = {{"zero_grad", 0}};
-static const entry optimizer_entries[] = {
-    {"step", 0}, {"get_lr", 1}, {"set_lr", 1}};
-static const entry profiler_entries[] = {
-    {"action", 0}, {"start", 0}, {"stop", 0}, {"report", 0}};
-static const entry data_entries[] = {{"epoch", 0}, {"batch", 0}, {"shape", 4}};
-static const entry strategy_entries[] = {
-    {"setup", 0}, {"reduce_gradients", 0}, {"reduce_metrics", 0},
-    {"rank", 0},  {"world_size", 0},       {"abort", 2}};
-static const entry callback_entries[] = {
-    {"on_train_start", 0},           {"on_train_epoch_start", 0},
-    {"on_train_batch_start", 0},     {"on_before_zero_grad", 0},
-    {"on_before_backward", 0},       {"on_after_backward", 0},
-    {"on_before_optimizer_step", 0}, {"on_after_optimizer_step", 0},
-    {"on_train_batch_end", 0},       {"on_validation_end", 0},
-    {"on_train_epoch_end", 0},       {"on_train_end", 0},
-    {"on_validation_start", 2}};
-static const entry scheduler_entries[] = {{"step", 0}};
-static const entry precision_entries[] = {{"loss_scale", 0},
-                                          {"unscale_gradients", 0}};
-
 typedef void (*any_fn)(void);
 _Static_assert(sizeof(any_fn) == sizeof(uintptr_t), "function pointers");
-
-#define N_OF(a) (sizeof a / sizeof a[0])
-/* An ops table that gains an entry needs it here too. */
-#define OPS_KIND(field)                                                        \
-  {                                                                            \
-    offsetof(lk_descriptor, field), #field, field##_entries,                   \
-        N_OF(field##_entries)                                                  \
-  }
-#define SAME_SIZE(field, type)                                                 \
-  _Static_assert(N_OF(field##_entries) * sizeof(any_fn) == sizeof(type),       \
-                 #type " has entries the loader does not check")
-SAME_SIZE(step, lk_step_ops);
-SAME_SIZE(backward, lk_backward_ops);
-SAME_SIZE(zero_grad, lk_zero_grad_ops);
-SAME_SIZE(optimizer, lk_optimizer_ops);
-SAME_SIZE(profiler, lk_profiler_ops);
-SAME_SIZE(data, lk_data_ops);
-SAME_SIZE(strategy, lk_strategy_ops);
-SAME_SIZE(callback, lk_callback_ops);
-SAME_SIZE(scheduler, lk_scheduler_ops);
-SAME_SIZE(precision, lk_precision_ops);
-
-static const struct ops_kind {
-  size_t field; /* offset of the ops pointer in lk_descriptor */
-  const char *kind;
-  const entry *entries;
-  size_t n;
-} ops_kinds[] = {
-    OPS_KIND(step),      OPS_KIND(backward), OPS_KIND(zero_grad),
-    OPS_KIND(optimizer), OPS_KIND(profiler), OPS_KIND(data),
-    OPS_KIND(strategy),  OPS_KIND(callback), OPS_KIND(scheduler),
-    OPS_KIND(precision),
-};
-_Static_assert(N_OF(ops_kinds) == 10, "every kind of lk_descriptor");
 
 /* Whether FN is in an executable segment of any loaded object. */
 static int code_of_any(struct dl_phdr_info *info, size_t size, void *user) {
@@ -377,14 +314,13 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
                    "plugin %s (%s): check_state points outside any loaded "
                    "code",
                    name, path);
-  for (size_t k = 0; k < N_OF(ops_kinds); k++) {
-    const struct ops_kind *kind = &ops_kinds[k];
-    const char *ops;
-    memcpy(&ops, (const char *)d + kind->field, sizeof ops);
+  for (size_t k = 0; k < LK__N_KINDS; k++) {
+    const lk__kind *kind = &lk__kinds[k];
+    const char *ops = lk__kind_ops(d, minor, kind);
     if (!ops)
       continue;
-    size_t n = 0;
-    while (n < kind->n && kind->entries[n].since <= minor)
+    size_t n = 0; /* the entries the plugin's minor defines */
+    while (n < kind->n_entries && kind->entries[n].since <= minor)
       n++;
     if ((uintptr_t)ops % _Alignof(any_fn) ||
         !segment_of(ss, ops, n * sizeof(any_fn), false))
@@ -392,14 +328,14 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
                      "plugin %s (%s): its %s ops table is not in the plugin "
                      "(it points outside the plugin, runs past the end of "
                      "its segment, or is misaligned)",
-                     name, path, kind->kind);
+                     name, path, kind->name);
     for (size_t i = 0; i < n; i++) {
       memcpy(&fn, ops + i * sizeof(any_fn), sizeof fn);
       if (!in_code(ss, fn))
         return lk__err(LK_ELOAD,
                        "plugin %s (%s): %s ops entry %s points outside any "
                        "loaded code",
-                       name, path, kind->kind, kind->entries[i].name);
+                       name, path, kind->name, kind->entries[i].name);
     }
   }
   return 0;
@@ -1107,28 +1043,7 @@ unsigned lk__plugin_minor(const lk_plugin *p) {
 }
 
 const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {
-  const lk_descriptor *d = &p->desc;
-  const struct {
-    const void *ops;
-    const char *name;
-  } kinds[] = {{d->step, "step"},           {d->backward, "backward"},
-               {d->zero_grad, "zero_grad"}, {d->optimizer, "optimizer"},
-               {d->profiler, "profiler"},   {d->data, "data"},
-               {d->strategy, "strategy"},   {d->callback, "callback"},
-               {d->scheduler, "scheduler"}, {d->precision, "precision"}};
-  size_t used = 0;
-  if (len)
-    buf[0] = '\0';
-  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    if (!kinds[i].ops)
-      continue;
-    int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "",
-                     kinds[i].name);
-    if (w < 0 || (size_t)w >= len - used)
-      break;
-    used += (size_t)w;
-  }
-  return buf;
+  return lk__kind_list(&p->desc, buf, len);
 }
 
 typedef struct scan {

@@ -58,8 +58,9 @@ static bool enum_has(const char *choices, const char *v) {
 int lk__range_parse(const char *text, lk__range *r) {
   char open, close, tail;
   char lo[64], hi[64];
-  if (!text || sscanf(text, " %c %63[^, ] , %63[^])] %c %c", &open, lo, hi,
-                      &close, &tail) != 4 ||
+  if (!text ||
+      sscanf(text, " %c %63[^, ] , %63[^])] %c %c", &open, lo, hi, &close,
+             &tail) != 4 ||
       (open != '[' && open != '(') || (close != ']' && close != ')'))
     return LK_EINVAL;
   r->lo_closed = open == '[';

@@ -46,7 +46,7 @@ static void fill(const lk_run *run, lk_progress *out) {
   double elapsed = lk__now() - m->t0;
   *out = (lk_progress){
       .epoch = p->epoch,
-      .max_epochs = run->data ? run->loop.max_epochs : 0,
+      .max_epochs = lk__role(run, LK__KIND_DATA) ? run->loop.max_epochs : 0,
       .batch = done,
       .n_batches = total,
       .global_step = p->global_step,
@@ -65,7 +65,7 @@ static void log_line(lk_run *run, const lk_progress *pr) {
   char elapsed[32], eta[32], where[64];
   clock_text(elapsed, sizeof elapsed, pr->elapsed);
   clock_text(eta, sizeof eta, pr->eta);
-  if (run->data)
+  if (lk__role(run, LK__KIND_DATA))
     snprintf(where, sizeof where, "epoch %llu batch %llu/%llu",
              (unsigned long long)pr->epoch, (unsigned long long)pr->batch,
              (unsigned long long)pr->n_batches);
@@ -73,12 +73,13 @@ static void log_line(lk_run *run, const lk_progress *pr) {
     snprintf(where, sizeof where, "step %llu/%llu",
              (unsigned long long)pr->batch, (unsigned long long)pr->n_batches);
   char step[48] = "";
-  if (run->data)
+  if (lk__role(run, LK__KIND_DATA))
     snprintf(step, sizeof step, ", step %llu",
              (unsigned long long)pr->global_step);
-  lk__log(run, LK_LOG_INFO, "%s%s: loss %.6g, %.1f %s/s, %s elapsed, ETA %s",
-          where, step, pr->loss, pr->per_second,
-          run->data ? "samples" : "steps", elapsed, eta);
+  lk__log(&run->env, LK_LOG_INFO,
+          "%s%s: loss %.6g, %.1f %s/s, %s elapsed, ETA %s", where, step,
+          pr->loss, pr->per_second,
+          lk__role(run, LK__KIND_DATA) ? "samples" : "steps", elapsed, eta);
 }
 
 void lk__meter_batch(lk_run *run, const lk_batch *batch, uint64_t step_before) {
@@ -95,7 +96,7 @@ void lk__meter_batch(lk_run *run, const lk_batch *batch, uint64_t step_before) {
   }
   uint64_t step = run->state.progress.global_step;
   if (step != step_before && step % (uint64_t)run->loop.log_every == 0 &&
-      run->opts.log && run->opts.verbosity >= LK_LOG_INFO) {
+      run->env.log.fn && run->env.log.verbosity >= LK_LOG_INFO) {
     fill(run, &pr);
     log_line(run, &pr);
   }

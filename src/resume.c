@@ -68,7 +68,7 @@ static int check_loop_state(const lk_run *run, const char *path,
     return bad(path, "accum", (unsigned long long)p->accum,
                "is not 0: loopkit writes checkpoints between accumulation "
                "windows only");
-  if (!run->data && p->epoch != 0)
+  if (!lk__role(run, LK__KIND_DATA) && p->epoch != 0)
     return bad(path, "epoch", (unsigned long long)p->epoch,
                "but this config has no data plugin, so no epochs");
   if (st->epoch_losses > p->batch)
@@ -79,7 +79,7 @@ static int check_loop_state(const lk_run *run, const char *path,
                    "%s: loop state epoch_loss_sum = %g with no losses "
                    "counted",
                    path, st->epoch_loss_sum);
-  if (!run->data && st->epoch_losses != 0)
+  if (!lk__role(run, LK__KIND_DATA) && st->epoch_losses != 0)
     return bad(path, "epoch_losses", (unsigned long long)st->epoch_losses,
                "but this config has no data plugin, so no epochs");
   if (!(ck->rng.s[0] | ck->rng.s[1] | ck->rng.s[2] | ck->rng.s[3]))
@@ -95,11 +95,11 @@ static int check_loop_state(const lk_run *run, const char *path,
  * for the checkpoint's tensor i. */
 static int match_tensors(lk_run *run, const char *path, const lk__ckpt *ck,
                          lk_tensor **match) {
+  const lk__tensors *ts = &run->env.tensors;
   int rc = 0;
   for (size_t i = 0; i < ck->n && rc == 0; i++) {
-    lk_tensor **list =
-        ck->kinds[i] == LK__CKPT_PARAM ? run->params : run->states;
-    size_t n = ck->kinds[i] == LK__CKPT_PARAM ? run->n_params : run->n_states;
+    lk_tensor **list = ck->kinds[i] == LK__CKPT_PARAM ? ts->params : ts->states;
+    size_t n = ck->kinds[i] == LK__CKPT_PARAM ? ts->n_params : ts->n_states;
     match[i] = NULL;
     for (size_t k = 0; k < n; k++)
       if (strcmp(list[k]->name, ck->tensors[i].name) == 0)
@@ -115,7 +115,7 @@ static int match_tensors(lk_run *run, const char *path, const lk__ckpt *ck,
                    ck->tensors[i].name, a, b);
     }
   }
-  size_t want = run->n_params + run->n_states;
+  size_t want = ts->n_params + ts->n_states;
   if (rc == 0 && ck->n != want)
     rc = lk__err(LK_EFORMAT,
                  "%s: holds %zu tensors, this config builds %zu (parameters "
@@ -126,9 +126,10 @@ static int match_tensors(lk_run *run, const char *path, const lk__ckpt *ck,
 
 /* Each plugin checks the state it was given back (ABI 1.4). */
 static int check_plugins(lk_run *run, const char *path) {
-  for (size_t i = 0; i < run->n_created; i++) {
-    lk__instance *in = run->created[i];
-    if (lk__plugin_minor(in->plugin) < 4 || !in->desc->check_state)
+  const lk__registry *reg = &run->env.reg;
+  for (size_t i = 0; i < reg->n_created; i++) {
+    lk__instance *in = reg->created[i];
+    if (in->minor < 4 || !in->desc->check_state)
       continue;
     uint64_t mark = lk__err_mark();
     int rc = in->desc->check_state(in->self);
@@ -158,7 +159,7 @@ int lk__resume(lk_run *run, const char *path, struct stat *st) {
       memcpy(match[i]->data, ck->tensors[i].data,
              match[i]->numel * lk_dtype_size(match[i]->dtype));
     run->state = ck->state;
-    run->rng = ck->rng;
+    run->env.rng = ck->rng;
     rc = check_plugins(run, path);
   }
   free(match);

@@ -298,13 +298,13 @@ static int open_metrics(lk_run *run, const char *src) {
     if (src_path)
       rc = seed_metrics(path, src_path, run->state.metrics_rows, &seeded);
     if (rc == 0 && seeded)
-      lk__log(run, LK_LOG_INFO,
+      lk__log(&run->env, LK_LOG_INFO,
               "%s/metrics.csv starts with the %llu rows %s had logged up to "
               "the checkpoint",
               rd->dir, (unsigned long long)run->state.metrics_rows, src);
     else if (rc == 0) {
       if (run->state.metrics_rows > 0)
-        lk__log(run, LK_LOG_INFO,
+        lk__log(&run->env, LK_LOG_INFO,
                 "%s/metrics.csv starts at step %llu: the rows before the "
                 "checkpoint are not at hand",
                 rd->dir, (unsigned long long)run->state.progress.global_step);
@@ -313,7 +313,7 @@ static int open_metrics(lk_run *run, const char *src) {
     keep = (int64_t)run->state.metrics_rows;
   }
   if (rc == 0)
-    rc = lk__metrics_open(path, keep, &run->metrics);
+    rc = lk__metrics_open(path, keep, &run->rows.csv);
   free(path);
   free(src_path);
   return rc;
@@ -408,10 +408,11 @@ int lk__rundir_open(lk_run *run, const char *config_path,
   if (rc == 0 && run->resumed) {
     const lk__progress *p = &run->state.progress;
     if (rd->in_place)
-      lk__log(run, LK_LOG_INFO, "resuming %s at epoch %llu, step %llu", rd->dir,
-              (unsigned long long)p->epoch, (unsigned long long)p->global_step);
+      lk__log(&run->env, LK_LOG_INFO, "resuming %s at epoch %llu, step %llu",
+              rd->dir, (unsigned long long)p->epoch,
+              (unsigned long long)p->global_step);
     else
-      lk__log(run, LK_LOG_INFO,
+      lk__log(&run->env, LK_LOG_INFO,
               "%s is not the latest checkpoint of a run directory%s%s%s: "
               "resuming it at epoch %llu, step %llu in a new run directory, "
               "%s",
@@ -440,10 +441,11 @@ void lk__rundir_close(lk__rundir *rd) {
  */
 
 static int write_to(lk_run *run, const char *path) {
-  if (run->metrics)
-    run->state.metrics_rows = lk__metrics_rows(run->metrics);
-  return lk__ckpt_write(path, &run->state, &run->rng, run->params,
-                        run->n_params, run->states, run->n_states);
+  const lk__tensors *ts = &run->env.tensors;
+  if (run->rows.csv)
+    run->state.metrics_rows = lk__metrics_rows(run->rows.csv);
+  return lk__ckpt_write(path, &run->state, &run->env.rng, ts->params,
+                        ts->n_params, ts->states, ts->n_states);
 }
 
 static int step_number(const char *name, unsigned long long *n) {
@@ -538,7 +540,7 @@ int lk__rundir_request(lk_run *run, const char *who, const char *file) {
                    "plugin %s: checkpoint name \"%s\" is not a plain file "
                    "name other than last.ckpt",
                    who, file ? file : "(null)");
-  if (run->rank != 0)
+  if (run->env.rank != 0)
     return 0; /* rank 0 writes the run directory */
   if (!rd->dir)
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in", who,

@@ -2,12 +2,13 @@
  * program makes (lk_bind of a plain function, say), with no model plugin.
  *
  * The plugin still needs a host: it reads the parameters, adds its state
- * and may create a base optimizer (sam). A bare lk_run gives it one, with
- * the caller's parameters borrowed instead of allocated. */
+ * and may create a base optimizer (sam). It gets an environment (env.h)
+ * of its own, with the caller's parameters borrowed instead of allocated,
+ * and no run: what needs one answers as a run that has not started. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "env.h"
 
 static int check_params(lk_tensor *const *params, size_t n) {
   if (!params || n == 0)
@@ -29,13 +30,10 @@ static int check_params(lk_tensor *const *params, size_t n) {
   return 0;
 }
 
-/* Frees RUN without the parameters, which belong to the caller. */
-static void free_bare_run(lk_run *run, lk_config *own_cfg) {
-  free(run->params);
-  run->params = NULL;
-  run->n_params = 0;
-  lk_run_free(run);
-  lk_config_free(own_cfg);
+static void free_env(lk__env *env) {
+  lk__registry_free(&env->reg);
+  lk__tensors_free(&env->tensors); /* the params are borrowed */
+  free(env);
 }
 
 int lk_optimizer_open(const char *name, const lk_config *cfg,
@@ -48,27 +46,28 @@ int lk_optimizer_open(const char *name, const lk_config *cfg,
   int rc = check_params(params, n);
   if (rc != 0)
     return rc;
-  lk_run *run = calloc(1, sizeof *run);
+  lk__env *env = calloc(1, sizeof *env);
   lk_config *own_cfg = NULL;
-  if (!run)
+  if (!env)
     return lk__err(LK_ENOMEM, "out of memory");
-  run->world = 1;
-  lk_rng_seed(&run->rng, 0, 0);
-  if (!(run->params = malloc(n * sizeof *run->params))) {
-    free(run);
+  env->world = 1;
+  lk_rng_seed(&env->rng, 0, 0);
+  env->tensors.borrowed = true;
+  if (!(env->tensors.params = malloc(n * sizeof *env->tensors.params))) {
+    free(env);
     return lk__err(LK_ENOMEM, "out of memory");
   }
-  memcpy(run->params, params, n * sizeof *run->params);
-  run->n_params = n;
+  memcpy(env->tensors.params, params, n * sizeof *env->tensors.params);
+  env->tensors.n_params = n;
   if (!cfg && (rc = lk_config_new(&own_cfg)) != 0) {
-    free_bare_run(run, NULL);
+    free_env(env);
     return rc;
   }
-  run->src_cfg = cfg ? cfg : own_cfg;
-
+  env->src_cfg = cfg ? cfg : own_cfg;
   lk__instance *in = NULL;
-  rc = lk__instance_for(run, name, "lk_optimizer_open", &in);
-  if (rc == 0 && !lk__has_kind(in, "optimizer")) {
+  rc = lk__registry_find(env, name, "lk_optimizer_open", &in);
+  if (rc == 0 &&
+      !lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_OPTIMIZER])) {
     char kinds[128];
     rc = lk__err(LK_EKIND,
                  "lk_optimizer_open: plugin %s (%s) is not an optimizer: it "
@@ -77,19 +76,16 @@ int lk_optimizer_open(const char *name, const lk_config *cfg,
                  *lk_plugin_kinds(in->plugin, kinds, sizeof kinds) ? kinds
                                                                    : "no kind");
   }
-  if (rc == 0 &&
-      !(run->created = calloc(1 + LK__MAX_NESTED, sizeof *run->created)))
-    rc = lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
-    rc = lk__instance_create(run, in);
+    rc = lk__registry_create(env, in);
+  /* Options are parsed: the config is not needed any more. */
+  env->src_cfg = NULL;
+  lk_config_free(own_cfg);
   if (rc != 0) {
-    free_bare_run(run, own_cfg);
+    free_env(env);
     return rc;
   }
-  /* Options are parsed: the config is not needed any more. */
-  run->src_cfg = NULL;
-  lk_config_free(own_cfg);
-  run->setup_done = true;
+  env->tensors.sealed = true;
   *out = (lk_optimizer *)in;
   return 0;
 }
@@ -97,6 +93,5 @@ int lk_optimizer_open(const char *name, const lk_config *cfg,
 void lk_optimizer_close(lk_optimizer *opt) {
   if (!opt)
     return;
-  lk__instance *in = (lk__instance *)opt;
-  free_bare_run(in->host.run, NULL);
+  free_env(((lk__instance *)opt)->host.env);
 }

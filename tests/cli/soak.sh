@@ -93,8 +93,12 @@ soak() {
         pid=$!
         sleep "$(awk -v r="$(rand 100)" 'BEGIN { printf "%.3f", 0.02 + r / 250 }')"
         if kill -9 $pid 2>/dev/null; then
-          [ "$name" = mpi ] && pkill -9 -f "$LK train $cfg" 2>/dev/null
+          # $pid is the subshell: the loopkit (or mpirun and its ranks)
+          # under it is killed by its command line, and gone before the
+          # next run starts.
+          pkill -9 -f "train $cfg" 2>/dev/null
           wait $pid
+          while pgrep -f "train $cfg" >/dev/null 2>&1; do sleep 0.02; done
           kills=$((kills + 1))
           continue
         fi
@@ -103,7 +107,7 @@ soak() {
       else
         LK_KILL=$spec LK_KILL_RANK=0 run_ "$name" train "$cfg" --quiet "$@" >"$T/$name.log" 2>&1
         status=$?
-        [ "$name" = mpi ] && pkill -9 -f "$LK train $cfg" 2>/dev/null
+        [ "$name" = mpi ] && pkill -9 -f "train $cfg" 2>/dev/null
       fi
       case $status in
       0) break ;;

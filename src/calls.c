@@ -1,0 +1,125 @@
+/* The entries the loop calls, direct or profiled (see calls.h). */
+#include <string.h>
+
+#include "run_private.h"
+
+/* The entries the loop calls, unwrapped. */
+static void direct_calls(lk_run *run) {
+  lk__calls *c = &run->calls;
+  const lk__instance *step = lk__role(run, LK__KIND_STEP);
+  const lk__instance *zg = lk__role(run, LK__KIND_ZERO_GRAD);
+  const lk__instance *bw = lk__role(run, LK__KIND_BACKWARD);
+  const lk__instance *opt = lk__role(run, LK__KIND_OPTIMIZER);
+  const lk__instance *data = lk__role(run, LK__KIND_DATA);
+  const lk__instance *sched = lk__role(run, LK__KIND_SCHEDULER);
+  c->training_step = step->desc->step->training_step;
+  c->validation_step = step->desc->step->validation_step;
+  c->test_step = step->desc->step->test_step
+                     ? step->desc->step->test_step
+                     : step->desc->step->validation_step;
+  c->zero_grad = zg->desc->zero_grad->zero_grad;
+  c->backward = bw ? bw->desc->backward->backward : NULL;
+  c->optimizer_step = opt ? opt->desc->optimizer->step : NULL;
+  c->data_epoch = data ? data->desc->data->epoch : NULL;
+  c->data_batch = data ? data->desc->data->batch : NULL;
+  c->scheduler_step = sched ? sched->desc->scheduler->step : NULL;
+  c->train_epoch = lk__train_epoch;
+  c->validate = lk__evaluate;
+  c->test = lk__evaluate;
+  c->save = lk__rundir_save;
+}
+
+static int action(lk_run *run, const char *name, int *id) {
+  const lk__instance *p = lk__role(run, LK__KIND_PROFILER);
+  uint64_t mark = lk__err_mark();
+  *id = p->desc->profiler->action(p->self, name);
+  if (*id < 0)
+    return lk__entry_failed(*id, mark, "profiler %s refused action %s", p->name,
+                            name);
+  return 0;
+}
+
+/* Replaces the function at SLOT (of type SIG) by a wrapper that times it as
+ * the profiler's action ID. */
+static int profile_as(lk_run *run, int id, lk__signature sig, void *slot) {
+  const lk__instance *p = lk__role(run, LK__KIND_PROFILER);
+  lk__profiling *pr = &run->prof;
+  void (*real)(void);
+  memcpy(&real, slot, sizeof real);
+  if (pr->n == LK__MAX_PROFILED)
+    return lk__err(LK_ESTATE, "more than %d profiled entries",
+                   LK__MAX_PROFILED);
+  void *fn;
+  int rc = lk__profile_wrap(sig, real, p->desc->profiler, p->self, id,
+                            &pr->wrapped[pr->n], &fn);
+  if (rc != 0)
+    return rc;
+  pr->n++;
+  memcpy(slot, &fn, sizeof fn);
+  return 0;
+}
+
+/* The same for action NAME; an absent entry stays absent. */
+static int profile(lk_run *run, const char *name, lk__signature sig,
+                   void *slot) {
+  void (*real)(void);
+  memcpy(&real, slot, sizeof real);
+  int id, rc = real ? action(run, name, &id) : 0;
+  return real && rc == 0 ? profile_as(run, id, sig, slot) : rc;
+}
+
+/* Lightning's action names where it has one. */
+static int profile_calls(lk_run *run) {
+  lk__calls *c = &run->calls;
+  const struct {
+    const char *name;
+    lk__signature sig;
+    void *slot;
+  } wrapped[] = {
+      {"run_training_epoch", LK__SIG_PHASE, &c->train_epoch},
+      {"get_batch", LK__SIG_DATA_BATCH, &c->data_batch},
+      {"data_epoch", LK__SIG_DATA_EPOCH, &c->data_epoch},
+      {"optimizer_step", LK__SIG_OPTIMIZER, &c->optimizer_step},
+      {"training_step", LK__SIG_STEP, &c->training_step},
+      {"zero_grad", LK__SIG_ZERO_GRAD, &c->zero_grad},
+      {"backward", LK__SIG_BACKWARD, &c->backward},
+      {"lr_scheduler_step", LK__SIG_SCHEDULER, &c->scheduler_step},
+      {"validation", LK__SIG_EVALUATE, &c->validate},
+      {"validation_step", LK__SIG_STEP, &c->validation_step},
+      {"test", LK__SIG_EVALUATE, &c->test},
+  };
+  int rc = 0;
+  for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0] && rc == 0; i++)
+    rc = profile(run, wrapped[i].name, wrapped[i].sig, wrapped[i].slot);
+  const lk__instance *step = lk__role(run, LK__KIND_STEP);
+  if (rc == 0 && step->desc->step->test_step)
+    rc = profile(run, "test_step", LK__SIG_STEP, &c->test_step);
+  else if (rc == 0)
+    c->test_step = c->validation_step; /* timed as validation_step */
+  if (rc == 0)
+    rc = profile(run, "checkpoint_save", LK__SIG_PHASE, &c->save);
+  return rc;
+}
+
+int lk__calls_build(lk_run *run) {
+  direct_calls(run);
+  return lk__role(run, LK__KIND_PROFILER) ? profile_calls(run) : 0;
+}
+
+int lk__calls_profile_closure(lk_run *run) {
+  if (!lk__role(run, LK__KIND_PROFILER))
+    return 0;
+  /* The closure as a whole: what the optimizer calls, and what the loop
+   * calls between steps of an accumulation window, one action. */
+  int id, rc = action(run, "closure", &id);
+  if (rc == 0)
+    rc = profile_as(run, id, LK__SIG_CLOSURE, &run->chain.opt_closure);
+  return rc ? rc
+            : profile_as(run, id, LK__SIG_CLOSURE, &run->chain.plain_closure);
+}
+
+void lk__calls_free(lk__profiling *p) {
+  for (size_t i = 0; i < p->n; i++)
+    lk__profiled_free(p->wrapped[i]);
+  p->n = 0;
+}

@@ -1,0 +1,284 @@
+/* Setting a run up from a config: [loop], the roles of [plugins] (loaded,
+ * checked, given their options, created in order), the sections, the
+ * strategy, the effective config, the calls and the closure chain, the
+ * checkpoint to resume from, and the run directory. Everything that can be
+ * wrong with a config is found here, before anything is trained. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "run_private.h"
+
+/* ---- [plugins] ------------------------------------------------------------
+ */
+
+static int known_keys(const lk_config *cfg) {
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (strcmp(e->section, "plugins") == 0 && !lk__kind_of_role(e->key)) {
+      char accepted[512];
+      lk__option_names(lk__plugin_keys, accepted, sizeof accepted);
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown key \"%s\" in [plugins]; accepted: %s",
+                     e->where, e->key, accepted);
+    }
+  }
+  return 0;
+}
+
+/* callbacks = a, b: each one instance, listed once. */
+static int assign_callbacks(lk_run *run, const lk_config_entry *e) {
+  lk__registry *reg = &run->env.reg;
+  char *list = lk__strdup(e->value), *save = NULL;
+  if (!list)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = 0;
+  for (char *t = strtok_r(list, ",", &save); t && rc == 0;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ' || *t == '\t')
+      t++;
+    char *end = t + strlen(t);
+    while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+      *--end = '\0';
+    lk__instance *in = NULL;
+    if (reg->n_callbacks == LK__MAX_CALLBACKS)
+      rc = lk__err(LK_ECONFIG, "%s: more than %d callbacks", e->where,
+                   LK__MAX_CALLBACKS);
+    else
+      rc = lk__registry_assign(&run->env, LK__KIND_CALLBACK, t, e->where, &in);
+    /* One instance runs each hook once: listing it twice would run it
+     * twice on the same state, silently. */
+    for (size_t k = 0; rc == 0 && k < reg->n_callbacks; k++)
+      if (reg->callbacks[k] == in)
+        rc = lk__err(LK_ECONFIG,
+                     "%s: callback %s is listed twice in [plugins] callbacks: "
+                     "a plugin is one instance, which would run every hook "
+                     "twice on the same state",
+                     e->where, t);
+    if (rc == 0)
+      reg->callbacks[reg->n_callbacks++] = in;
+  }
+  free(list);
+  return rc;
+}
+
+/* One role: the plugin its key names, or the kind's default. */
+static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
+  const lk__kind *kind = &lk__kinds[k];
+  lk__instance **slot = &run->env.reg.role[k];
+  const lk_config_entry *e = lk_config_find(cfg, "plugins", kind->role);
+  if (kind->many)
+    return e ? assign_callbacks(run, e) : 0;
+  const char *name = e ? e->value : kind->def;
+  char where[128];
+  snprintf(where, sizeof where, "[plugins] %s (default %s)", kind->role,
+           kind->def ? kind->def : "none");
+  if (k == LK__KIND_BACKWARD && !e) {
+    /* The step's plugin, which a manual step may not implement. */
+    lk__instance *step = run->env.reg.role[LK__KIND_STEP];
+    if (lk__kind_has(step->desc, step->minor, kind))
+      *slot = step;
+    else if (!run->loop.manual)
+      return lk__registry_assign(
+          &run->env, k, step->given ? step->given : step->name,
+          lk_config_find(cfg, "plugins", "step")->where, slot);
+    return 0;
+  }
+  return name ? lk__registry_assign(&run->env, k, name, e ? e->where : where,
+                                    slot)
+              : 0;
+}
+
+/* What a role needs beyond its kind. */
+static int check_roles(lk_run *run, const lk_config *cfg) {
+  const lk__registry *reg = &run->env.reg;
+  const lk_config_entry *e;
+  if (!reg->role[LK__KIND_OPTIMIZER] && !run->loop.manual)
+    return lk__err(LK_ECONFIG,
+                   "%s: [plugins] optimizer is required unless "
+                   "manual_optimization = true (e.g. optimizer = sgd)",
+                   lk_config_path(cfg));
+  if ((e = lk_config_find(cfg, "plugins", "scheduler")) &&
+      (!reg->role[LK__KIND_OPTIMIZER] ||
+       !lk__lr_ops(reg->role[LK__KIND_OPTIMIZER])))
+    return lk__err(LK_ECONFIG,
+                   "%s: scheduler %s needs an optimizer with a learning rate; "
+                   "%s",
+                   e->where, e->value,
+                   reg->role[LK__KIND_OPTIMIZER]
+                       ? "this optimizer has no get_lr/set_lr"
+                       : "there is no optimizer");
+  if ((e = lk_config_find(cfg, "plugins", "precision")) && run->loop.manual)
+    return lk__err(LK_ECONFIG,
+                   "%s: precision %s with manual_optimization = true: a "
+                   "precision plugin works with automatic optimization",
+                   e->where, e->value);
+  if (!reg->role[LK__KIND_DATA] && run->loop.max_steps < 0) {
+    e = lk_config_find(cfg, "loop", "max_steps");
+    return lk__err(LK_ECONFIG,
+                   "%s: without a data plugin there are no epochs: set "
+                   "[loop] max_steps",
+                   e ? e->where : lk_config_path(cfg));
+  }
+  return 0;
+}
+
+/* Every role from its key, in creation order (data first: a model may
+ * size itself from it); the model's own hooks after the callbacks'. */
+static int parse_plugins(lk_run *run, const lk_config *cfg) {
+  lk__registry *reg = &run->env.reg;
+  int rc = known_keys(cfg);
+  if (rc != 0)
+    return rc;
+  if (!lk_config_find(cfg, "plugins", "step"))
+    return lk__err(LK_ECONFIG,
+                   "%s: [plugins] step is required (the plugin that computes "
+                   "the loss, e.g. step = rosenbrock)",
+                   lk_config_path(cfg));
+  for (int rank = 0; rank < LK__N_KINDS && rc == 0; rank++)
+    for (size_t k = 0; k < LK__N_KINDS && rc == 0; k++)
+      if (lk__kinds[k].created == rank)
+        rc = assign_role(run, cfg, (lk__kind_id)k);
+  if (rc != 0)
+    return rc;
+  lk__instance *step = reg->role[LK__KIND_STEP];
+  bool listed = false;
+  for (size_t i = 0; i < reg->n_callbacks; i++)
+    listed = listed || reg->callbacks[i] == step;
+  if (lk__kind_ops(step->desc, step->minor, &lk__kinds[LK__KIND_CALLBACK]) &&
+      !listed)
+    reg->callbacks[reg->n_callbacks++] = step;
+  return check_roles(run, cfg);
+}
+
+/* Every section must be [loop], [plugins] or a named plugin's. */
+static int check_sections(const lk_run *run, const lk_config *cfg) {
+  const lk__registry *reg = &run->env.reg;
+  for (size_t i = 0; i < lk_config_count(cfg); i++) {
+    const lk_config_entry *e = lk_config_at(cfg, i);
+    if (!strcmp(e->section, "loop") || !strcmp(e->section, "plugins"))
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < reg->n; k++)
+      known = known || strcmp(reg->all[k]->name, e->section) == 0;
+    if (known)
+      continue;
+    char names[1024] = "loop, plugins";
+    size_t used = strlen(names);
+    for (size_t k = 0; k < reg->n; k++) {
+      int w = snprintf(names + used, sizeof names - used, ", %s",
+                       reg->all[k]->name);
+      if (w > 0 && (size_t)w < sizeof names - used)
+        used += (size_t)w;
+    }
+    const char *where = lk_config_section_where(cfg, e->section);
+    return lk__err(LK_ECONFIG,
+                   "%s: unknown section [%s]: not a plugin named in "
+                   "[plugins]; accepted sections: %s",
+                   where ? where : e->where, e->section, names);
+  }
+  return 0;
+}
+
+/* ---- the effective config ---------------------------------------------- */
+
+/* [loop] and [plugins] with every default filled in, then each
+ * instance's options: what config.ini records and a rerun reads. */
+static int effective_config(lk_run *run, const lk_config *cfg) {
+  const lk__registry *reg = &run->env.reg;
+  int rc = lk_config_new(&run->cfg);
+  if (rc == 0)
+    rc = lk__loop_config_export(cfg, run->cfg);
+  for (size_t k = 0; k < LK__N_KINDS && rc == 0; k++) {
+    const lk__kind *kind = &lk__kinds[k];
+    const lk_config_entry *e = lk_config_find(cfg, "plugins", kind->role);
+    const lk__instance *in = reg->role[k];
+    if (kind->many && e)
+      rc = lk_config_put(run->cfg, "plugins", kind->role, e->value, e->where);
+    else if (!kind->many && in)
+      rc = lk_config_put(run->cfg, "plugins", kind->role,
+                         in->given ? in->given : in->name,
+                         e ? e->where : lk_config_path(cfg));
+  }
+  for (size_t i = 0; i < reg->n && rc == 0; i++)
+    rc = lk__options_export(reg->all[i]->opts, reg->all[i]->name, run->cfg);
+  return rc;
+}
+
+/* ---- lk_run_new -----------------------------------------------------------
+ */
+
+/* The instances, created: options first, all of them (a bad value anywhere
+ * is found before any plugin starts), then each in creation order. */
+static int create(lk_run *run, const lk_config *cfg) {
+  lk__env *env = &run->env;
+  int rc = 0;
+  for (size_t i = 0; i < env->reg.n && rc == 0; i++)
+    rc = lk__options_parse(env->reg.all[i]->desc, env->reg.all[i]->name, cfg,
+                           &env->reg.all[i]->opts);
+  if (rc != 0)
+    return rc;
+  lk_rng_seed(&env->rng, (uint64_t)run->loop.seed, 0);
+  env->seed = (uint64_t)run->loop.seed;
+  env->src_cfg = cfg;
+  rc = lk__registry_create_all(env);
+  env->src_cfg = NULL;
+  env->tensors.sealed = true;
+  /* After creation: a wrapping optimizer may have added a plugin (and so a
+   * section) of its own. */
+  if (rc == 0)
+    rc = check_sections(run, cfg);
+  if (rc == 0 && env->tensors.n_params == 0)
+    rc = lk__err(LK_ECONFIG,
+                 "plugin %s (the step) created no parameters: nothing to "
+                 "train",
+                 lk__role(run, LK__KIND_STEP)->name);
+  return rc;
+}
+
+int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+  lk_run *run = calloc(1, sizeof *run);
+  if (!run)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (opts)
+    run->opts = *opts;
+  else
+    run->opts.verbosity = LK_LOG_INFO;
+  run->env.log =
+      (lk__logger){run->opts.log, run->opts.log_user, run->opts.verbosity};
+  run->env.world = 1;
+  run->env.run = run;
+  run->rd.lock_fd = -1;
+  int rc = lk__loop_config_parse(cfg, &run->loop);
+  if (rc == 0)
+    rc = parse_plugins(run, cfg);
+  if (rc == 0)
+    rc = create(run, cfg);
+  if (rc == 0)
+    rc = lk__strategy_setup(run);
+  if (rc == 0)
+    rc = effective_config(run, cfg);
+  if (rc == 0)
+    rc = lk__calls_build(run);
+  if (rc == 0)
+    rc = lk__chain_build(run);
+  if (rc == 0)
+    rc = lk__calls_profile_closure(run);
+  struct stat ck_st;
+  if (rc == 0 && run->opts.resume)
+    rc = lk__resume(run, run->opts.resume, &ck_st);
+  run->resumed = rc == 0 && run->opts.resume;
+  if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
+    rc =
+        lk__rundir_open(run, lk_config_path(cfg), run->resumed ? &ck_st : NULL);
+  if (rc != 0) {
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", lk_last_error());
+    lk__abort_others(run, 2, msg);
+    lk_run_free(run);
+    return lk__err(rc, "%s", msg);
+  }
+  *out = run;
+  return 0;
+}

@@ -1,0 +1,94 @@
+/* The parameters and the state of a run (see tensors.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensors.h"
+
+static bool name_taken(lk_tensor **list, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(list[i]->name, name) == 0)
+      return true;
+  return false;
+}
+
+static void free_tensor(lk_tensor *t) {
+  if (!t)
+    return;
+  free((char *)t->name);
+  free(t->data);
+  free(t->grad);
+  free(t);
+}
+
+int lk__tensors_add(lk__tensors *ts, const char *who, const char *name,
+                    lk_dtype dtype, size_t ndim, const size_t *shape,
+                    bool param, lk_tensor **out) {
+  const char *what = param ? "parameter" : "state";
+  if (ts->sealed)
+    return lk__err(
+        LK_ESTATE,
+        "plugin %s: %s \"%s\" added after setup (add them in create)", who,
+        what, name ? name : "");
+  if (!name || !*name || ndim > LK_MAX_DIMS ||
+      (dtype != LK_F32 && dtype != LK_F64))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: bad %s \"%s\": needs a name, f32 or f64, at "
+                   "most %d dimensions",
+                   who, what, name ? name : "", LK_MAX_DIMS);
+  size_t numel = 1;
+  for (size_t i = 0; i < ndim; i++) {
+    if (shape[i] && numel > SIZE_MAX / shape[i])
+      return lk__err(LK_EINVAL, "plugin %s: %s %s is too large", who, what,
+                     name);
+    numel *= shape[i];
+  }
+  char *full = param ? lk__strdup(name) : lk__asprintf("%s.%s", who, name);
+  lk_tensor *t = calloc(1, sizeof *t);
+  lk_tensor ***list = param ? &ts->params : &ts->states;
+  size_t *n = param ? &ts->n_params : &ts->n_states;
+  lk_tensor **grown = realloc(*list, (*n + 1) * sizeof **list);
+  if (grown)
+    *list = grown;
+  if (!full || !t || !grown) {
+    free(full);
+    free(t);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  if (name_taken(ts->params, ts->n_params, full) ||
+      name_taken(ts->states, ts->n_states, full)) {
+    int rc = lk__err(LK_EINVAL, "plugin %s: a tensor named \"%s\" exists", who,
+                     full);
+    free(full);
+    free(t);
+    return rc;
+  }
+  t->name = full;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  for (size_t i = 0; i < ndim; i++)
+    t->shape[i] = shape[i];
+  t->numel = numel;
+  t->data = lk__aligned_calloc(numel, lk_dtype_size(dtype));
+  t->grad = param ? lk__aligned_calloc(numel, lk_dtype_size(dtype)) : NULL;
+  if (!t->data || (param && !t->grad)) {
+    /* The message before the free: it names the tensor. */
+    int rc = lk__err(LK_ENOMEM,
+                     "plugin %s: out of memory for %s %s (%zu elements of %s)",
+                     who, what, full, numel, lk_dtype_name(dtype));
+    free_tensor(t);
+    return rc;
+  }
+  (*list)[(*n)++] = t;
+  *out = t;
+  return 0;
+}
+
+void lk__tensors_free(lk__tensors *ts) {
+  for (size_t i = 0; !ts->borrowed && i < ts->n_params; i++)
+    free_tensor(ts->params[i]);
+  for (size_t i = 0; i < ts->n_states; i++)
+    free_tensor(ts->states[i]);
+  free(ts->params);
+  free(ts->states);
+  memset(ts, 0, sizeof *ts);
+}

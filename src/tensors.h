@@ -1,0 +1,25 @@
+/* The parameters and the state of a run: allocated and owned by the host,
+ * named, checkpointed. Plugins add them during create only. */
+#ifndef LK_TENSORS_H
+#define LK_TENSORS_H
+
+#include "internal.h"
+
+typedef struct lk__tensors {
+  lk_tensor **params;
+  size_t n_params;
+  lk_tensor **states;
+  size_t n_states;
+  bool sealed;   /* creation is over: no more tensors */
+  bool borrowed; /* the params are the caller's (lk_optimizer_open) */
+} lk__tensors;
+
+/* Adds a zero-filled tensor (a parameter with its gradient, or a state)
+ * named NAME (a state: WHO.NAME). WHO names the plugin in messages. */
+int lk__tensors_add(lk__tensors *t, const char *who, const char *name,
+                    lk_dtype dtype, size_t ndim, const size_t *shape,
+                    bool param, lk_tensor **out);
+
+void lk__tensors_free(lk__tensors *t);
+
+#endif
