@@ -208,7 +208,7 @@ static int evaluation(lk_run *run) {
   int rc = lk_closure_new(&parts, &run->chain.closure);
   if (rc != 0)
     return rc;
-  lk_closure_set_caller(run->chain.closure, opt ? opt->name : "(manual)");
+  lk__closure_set_caller(run->chain.closure, opt ? opt->name : "(manual)");
   lk_closure_prepare(run->chain.closure, &run->chain.no_data_batch, 1.0, true,
                      0, 0);
   return 0;

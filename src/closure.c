@@ -228,11 +228,11 @@ int lk_closure_consume(lk_closure *c, lk_step_result *out) {
   return 0;
 }
 
-uint64_t lk_closure_calls(const lk_closure *c) {
+uint64_t lk__closure_calls(const lk_closure *c) {
   return c->calls;
 }
 
-void lk_closure_set_caller(lk_closure *c, const char *optimizer_name) {
+void lk__closure_set_caller(lk_closure *c, const char *optimizer_name) {
   c->caller = optimizer_name ? optimizer_name : "?";
 }
 

@@ -5,8 +5,8 @@
  * --set argument) for every entry so that later errors can point at it.
  *
  * Entries are kept grouped by section, sections in order of first
- * appearance and keys in file order within a section, so that lk_config_at
- * and lk_config_write agree and a written config reads back identically. */
+ * appearance and keys in file order within a section, so that lk__config_at
+ * and lk__config_write agree and a written config reads back identically. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ static bool valid_name(const char *s) {
 
 /* Why VALUE could not be written as "KEY = VALUE" and read back unchanged,
  * or NULL. Values from put and --set obey the file's rules so that
- * lk_config_write always produces a file that loads. */
+ * lk__config_write always produces a file that loads. */
 static const char *value_problem(const char *key, const char *value) {
   size_t n = strlen(value);
   if (n == 0)
@@ -290,7 +290,7 @@ static int parse_assignment(parser *ps, char *s) {
                 "key \"%s\" before any section; expected a \"[section]\" "
                 "line first",
                 key);
-  /* What lk_config_write cannot write back so that it reads the same: a
+  /* What lk__config_write cannot write back so that it reads the same: a
    * value that starts with '#' or ';' ("k =#v") or that makes the line
    * too long once spaced out as "k = v". */
   const char *bad = value_problem(key, value);
@@ -472,33 +472,34 @@ const lk_config_entry *lk_config_find(const lk_config *cfg, const char *section,
   return &cfg->items[i]->pub;
 }
 
-size_t lk_config_count(const lk_config *cfg) {
+size_t lk__config_count(const lk_config *cfg) {
   return cfg ? cfg->n : 0;
 }
 
-const lk_config_entry *lk_config_at(const lk_config *cfg, size_t i) {
+const lk_config_entry *lk__config_at(const lk_config *cfg, size_t i) {
   return cfg && i < cfg->n ? &cfg->items[i]->pub : NULL;
 }
 
-bool lk_config_has_section(const lk_config *cfg, const char *section) {
+bool lk__config_has_section(const lk_config *cfg, const char *section) {
   size_t i;
   return cfg && section && find_section(cfg, section, &i);
 }
 
-const char *lk_config_section_where(const lk_config *cfg, const char *section) {
+const char *lk__config_section_where(const lk_config *cfg,
+                                     const char *section) {
   size_t i;
   if (!cfg || !section || !find_section(cfg, section, &i))
     return NULL;
   return cfg->secs[i].where;
 }
 
-const char *lk_config_path(const lk_config *cfg) {
+const char *lk__config_path(const lk_config *cfg) {
   return cfg ? cfg->path : NULL;
 }
 
-int lk_config_write(const lk_config *cfg, FILE *f) {
+int lk__config_write(const lk_config *cfg, FILE *f) {
   if (!cfg || !f)
-    return lk__err(LK_EINVAL, "lk_config_write: NULL argument");
+    return lk__err(LK_EINVAL, "lk__config_write: NULL argument");
   size_t i = 0;
   for (size_t s = 0; s < cfg->nsec; s++) {
     fprintf(f, "%s[%s]\n", s ? "\n" : "", cfg->secs[s].name);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "loopkit/loopkit.h"
 
@@ -55,6 +56,36 @@ int lk__closure_fail(lk_closure *c, int code);
 /* wrap.c: a closure that returns MAP(ctx, the loss INNER returns). */
 int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),
                     void *ctx, lk_wrap **out);
+
+/* config.c: what only the library (and its tests) read of a config. */
+/* Entries in file order (sections in order of first appearance). */
+size_t lk__config_count(const lk_config *cfg);
+const lk_config_entry *lk__config_at(const lk_config *cfg, size_t i);
+
+/* Whether a section header or key of SECTION appeared. */
+bool lk__config_has_section(const lk_config *cfg, const char *section);
+
+/* Where section SECTION was first seen ("FILE:LINE"), or NULL. */
+const char *lk__config_section_where(const lk_config *cfg, const char *section);
+
+/* The path it was loaded from (or the name given to lk_config_parse). */
+const char *lk__config_path(const lk_config *cfg);
+
+/* Writes it back as INI, sections in order. */
+int lk__config_write(const lk_config *cfg, FILE *f);
+
+/* closure.c, wrap.c: what only the library (and its tests) use. */
+/* Evaluations since lk_closure_new. */
+uint64_t lk__closure_calls(const lk_closure *c);
+
+/* Sets the name used in "optimizer NAME returned without calling the
+ * closure" messages. */
+void lk__closure_set_caller(lk_closure *c, const char *optimizer_name);
+
+/* Composition: a new closure pointer that calls BEFORE(ctx), INNER, then
+ * AFTER(ctx) — profiling around the evaluation. */
+int lk__closure_around(lk_closure_fn inner, void (*before)(void *ctx),
+                       void (*after)(void *ctx), void *ctx, lk_wrap **out);
 
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);

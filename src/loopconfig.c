@@ -73,7 +73,7 @@ const lk_option *lk_run_plugin_keys(void) {
 
 static const char *where_of(const lk_config *cfg, const char *key) {
   const lk_config_entry *e = lk_config_find(cfg, "loop", key);
-  return e ? e->where : lk_config_path(cfg);
+  return e ? e->where : lk__config_path(cfg);
 }
 
 /* Key K's value (given or default) into its field of L. */
@@ -124,8 +124,8 @@ static int loop_value(const lk_config *cfg, size_t k, lk__loop_config *l) {
 }
 
 int lk__loop_config_parse(const lk_config *cfg, lk__loop_config *l) {
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
     if (strcmp(e->section, "loop") != 0)
       continue;
     const lk_option *o = loop_keys;

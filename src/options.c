@@ -253,8 +253,8 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
   opts->n = n;
   int rc = 0;
   /* Every key of the section must be declared. */
-  for (size_t i = 0; cfg && i < lk_config_count(cfg) && rc == 0; i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
+  for (size_t i = 0; cfg && i < lk__config_count(cfg) && rc == 0; i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
     if (strcmp(e->section, section) != 0)
       continue;
     bool known = false;

@@ -10,10 +10,6 @@ const char *lk_run_dir(const lk_run *run) {
   return run->rd.dir;
 }
 
-uint64_t lk_run_steps(const lk_run *run) {
-  return run->state.progress.global_step;
-}
-
 int lk_run_rank(const lk_run *run) {
   return run->env.rank;
 }

@@ -353,7 +353,7 @@ static int write_config(lk_run *run) {
   if (!f)
     rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
   else {
-    rc = lk_config_write(run->cfg, f);
+    rc = lk__config_write(run->cfg, f);
     if (fclose(f) != 0 && rc == 0)
       rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
   }

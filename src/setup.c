@@ -14,8 +14,8 @@
  */
 
 static int known_keys(const lk_config *cfg) {
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
     if (strcmp(e->section, "plugins") == 0 && !lk__kind_of_role(e->key)) {
       char accepted[512];
       lk__option_names(lk__plugin_keys, accepted, sizeof accepted);
@@ -98,7 +98,7 @@ static int check_roles(lk_run *run, const lk_config *cfg) {
     return lk__err(LK_ECONFIG,
                    "%s: [plugins] optimizer is required unless "
                    "manual_optimization = true (e.g. optimizer = sgd)",
-                   lk_config_path(cfg));
+                   lk__config_path(cfg));
   if ((e = lk_config_find(cfg, "plugins", "scheduler")) &&
       (!reg->role[LK__KIND_OPTIMIZER] ||
        !lk__lr_ops(reg->role[LK__KIND_OPTIMIZER])))
@@ -119,7 +119,7 @@ static int check_roles(lk_run *run, const lk_config *cfg) {
     return lk__err(LK_ECONFIG,
                    "%s: without a data plugin there are no epochs: set "
                    "[loop] max_steps",
-                   e ? e->where : lk_config_path(cfg));
+                   e ? e->where : lk__config_path(cfg));
   }
   return 0;
 }
@@ -135,7 +135,7 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
     return lk__err(LK_ECONFIG,
                    "%s: [plugins] step is required (the plugin that computes "
                    "the loss, e.g. step = rosenbrock)",
-                   lk_config_path(cfg));
+                   lk__config_path(cfg));
   for (int rank = 0; rank < LK__N_KINDS && rc == 0; rank++)
     for (size_t k = 0; k < LK__N_KINDS && rc == 0; k++)
       if (lk__kinds[k].created == rank)
@@ -155,8 +155,8 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
 /* Every section must be [loop], [plugins] or a named plugin's. */
 static int check_sections(const lk_run *run, const lk_config *cfg) {
   const lk__registry *reg = &run->env.reg;
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
     if (!strcmp(e->section, "loop") || !strcmp(e->section, "plugins"))
       continue;
     bool known = false;
@@ -172,7 +172,7 @@ static int check_sections(const lk_run *run, const lk_config *cfg) {
       if (w > 0 && (size_t)w < sizeof names - used)
         used += (size_t)w;
     }
-    const char *where = lk_config_section_where(cfg, e->section);
+    const char *where = lk__config_section_where(cfg, e->section);
     return lk__err(LK_ECONFIG,
                    "%s: unknown section [%s]: not a plugin named in "
                    "[plugins]; accepted sections: %s",
@@ -199,7 +199,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
     else if (!kind->many && in)
       rc = lk_config_put(run->cfg, "plugins", kind->role,
                          in->given ? in->given : in->name,
-                         e ? e->where : lk_config_path(cfg));
+                         e ? e->where : lk__config_path(cfg));
   }
   for (size_t i = 0; i < reg->n && rc == 0; i++)
     rc = lk__options_export(reg->all[i]->opts, reg->all[i]->name, run->cfg);
@@ -270,8 +270,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__resume(run, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
-    rc =
-        lk__rundir_open(run, lk_config_path(cfg), run->resumed ? &ck_st : NULL);
+    rc = lk__rundir_open(run, lk__config_path(cfg),
+                         run->resumed ? &ck_st : NULL);
   if (rc != 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", lk_last_error());

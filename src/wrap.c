@@ -13,7 +13,7 @@ struct lk_wrap {
   lk_closure_fn inner;
   double (*map)(void *ctx, double loss); /* lk__closure_map */
   int (*then)(void *ctx, double loss);   /* lk_closure_then */
-  void (*before)(void *ctx);             /* lk_closure_around */
+  void (*before)(void *ctx);             /* lk__closure_around */
   void (*after)(void *ctx);
   void *ctx;
   lk__thunk thunk;
@@ -76,24 +76,24 @@ int lk_closure_then(lk_closure_fn inner, int (*after)(void *ctx, double loss),
   return make(w, "lk_closure_then", then_handler, out);
 }
 
-int lk_closure_around(lk_closure_fn inner, void (*before)(void *ctx),
-                      void (*after)(void *ctx), void *ctx, lk_wrap **out) {
+int lk__closure_around(lk_closure_fn inner, void (*before)(void *ctx),
+                       void (*after)(void *ctx), void *ctx, lk_wrap **out) {
   if (!out)
-    return lk__err(LK_EINVAL, "lk_closure_around: OUT is NULL");
+    return lk__err(LK_EINVAL, "lk__closure_around: OUT is NULL");
   *out = NULL;
   if (!inner)
-    return lk__err(LK_EINVAL, "lk_closure_around: the inner closure is NULL");
+    return lk__err(LK_EINVAL, "lk__closure_around: the inner closure is NULL");
   if (!before || !after)
-    return lk__err(LK_EINVAL, "lk_closure_around: the %s function is NULL",
+    return lk__err(LK_EINVAL, "lk__closure_around: the %s function is NULL",
                    before ? "after" : "before");
   lk_wrap *w = calloc(1, sizeof *w);
   if (!w)
-    return lk__err(LK_ENOMEM, "lk_closure_around: out of memory");
+    return lk__err(LK_ENOMEM, "lk__closure_around: out of memory");
   w->inner = inner;
   w->before = before;
   w->after = after;
   w->ctx = ctx;
-  return make(w, "lk_closure_around", around_handler, out);
+  return make(w, "lk__closure_around", around_handler, out);
 }
 
 lk_closure_fn lk_wrap_function(const lk_wrap *w) {

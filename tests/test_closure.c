@@ -11,6 +11,9 @@
 #include <cmocka.h>
 #include <loopkit/loopkit.h>
 
+/* What only the library and its tests use (linked from the objects). */
+#include "../src/internal.h"
+
 typedef struct world {
   char calls[32][32];
   int n;
@@ -37,7 +40,8 @@ static int step(void *self, const lk_batch *b, lk_step_result *out) {
     return LK_EPLUGIN;
   out->has_loss = w->has_loss;
   out->loss = w->loss;
-  return lk_result_metric(out, "acc", 0.5);
+  out->metrics[out->n_metrics++] = (lk_metric){"acc", 0.5};
+  return 0;
 }
 
 static int zero_grad(void *self, lk_tensor *const *params, size_t n) {
@@ -110,7 +114,7 @@ static lk_closure *make(world *w, bool hooks, bool nan_check) {
   }
   lk_closure *c = NULL;
   assert_int_equal(lk_closure_new(&p, &c), 0);
-  lk_closure_set_caller(c, "opt");
+  lk__closure_set_caller(c, "opt");
   lk_closure_prepare(c, NULL, 1.0, true, 0, 0);
   return c;
 }
@@ -162,7 +166,7 @@ static void test_no_loss(void **state) {
   assert_string_equal(w.calls[1], "zero_grad");
   assert_string_equal(w.calls[3], "zero_grad");
   assert_int_equal(w.warnings, 1);
-  assert_int_equal(lk_closure_calls(c), 2);
+  assert_int_equal(lk__closure_calls(c), 2);
   lk_closure_free(c);
 }
 
@@ -235,7 +239,7 @@ static void test_many_calls_keep_last(void **state) {
   lk_step_result r;
   assert_int_equal(lk_closure_consume(c, &r), 0);
   assert_true(r.loss == 5.0);
-  assert_int_equal(lk_closure_calls(c), 5);
+  assert_int_equal(lk__closure_calls(c), 5);
   lk_closure_free(c);
 }
 

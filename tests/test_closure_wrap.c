@@ -1,4 +1,4 @@
-/* Closure composition: lk_closure_then and lk_closure_around run their
+/* Closure composition: lk_closure_then and lk__closure_around run their
  * functions in order around the inner closure, a failing AFTER turns the
  * loss into NaN, wraps nest, and the result is a plain function pointer. */
 #include <math.h>
@@ -10,6 +10,9 @@
 
 #include <cmocka.h>
 #include <loopkit/loopkit.h>
+
+/* What only the library and its tests use (linked from the objects). */
+#include "../src/internal.h"
 
 /* What ran, in order. */
 static char trace[64][16];
@@ -115,7 +118,7 @@ static void test_around_order(void **state) {
   ctx c = {"p", 0, 0};
   lk_wrap *w = NULL;
   inner_loss = -2.25;
-  assert_int_equal(lk_closure_around(inner, before, after, &c, &w), 0);
+  assert_int_equal(lk__closure_around(inner, before, after, &c, &w), 0);
   assert_true(lk_wrap_function(w)() == -2.25);
   assert_int_equal(n_trace, 3);
   assert_string_equal(trace[0], "before:p");
@@ -131,9 +134,9 @@ static void test_nesting(void **state) {
   lk_wrap *w1 = NULL, *w2 = NULL, *w3 = NULL;
   assert_int_equal(lk_closure_then(inner, then_after, &clip, &w1), 0);
   assert_int_equal(
-      lk_closure_around(lk_wrap_function(w1), before, after, &prof, &w2), 0);
+      lk__closure_around(lk_wrap_function(w1), before, after, &prof, &w2), 0);
   assert_int_equal(
-      lk_closure_around(lk_wrap_function(w2), before, after, &outer, &w3), 0);
+      lk__closure_around(lk_wrap_function(w2), before, after, &outer, &w3), 0);
   assert_true(lk_wrap_function(w3)() == 3.5);
   const char *want[] = {"before:out", "before:prof", "inner",
                         "clip",       "after:prof",  "after:out"};
@@ -173,7 +176,7 @@ static void test_plain_pointer_many_calls(void **state) {
   ctx c = {"p", 0, 0};
   lk_wrap *w = NULL;
   inner_loss = 0.5;
-  assert_int_equal(lk_closure_around(inner, before, after, &c, &w), 0);
+  assert_int_equal(lk__closure_around(inner, before, after, &c, &w), 0);
   lk_closure_fn f = lk_wrap_function(w);
   double (*plain)(void) = f; /* no cast: it is the C type */
   assert_true(call_n(plain, 10000) == 5000.0);
@@ -196,12 +199,12 @@ static void test_errors(void **state) {
   assert_int_equal(lk_closure_then(inner, then_after, &c, NULL), LK_EINVAL);
   assert_non_null(strstr(lk_last_error(), "OUT is NULL"));
 
-  assert_int_equal(lk_closure_around(NULL, before, after, &c, &w), LK_EINVAL);
-  assert_non_null(strstr(lk_last_error(), "lk_closure_around"));
+  assert_int_equal(lk__closure_around(NULL, before, after, &c, &w), LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "lk__closure_around"));
   assert_non_null(strstr(lk_last_error(), "inner closure is NULL"));
-  assert_int_equal(lk_closure_around(inner, NULL, after, &c, &w), LK_EINVAL);
+  assert_int_equal(lk__closure_around(inner, NULL, after, &c, &w), LK_EINVAL);
   assert_non_null(strstr(lk_last_error(), "before function is NULL"));
-  assert_int_equal(lk_closure_around(inner, before, NULL, &c, &w), LK_EINVAL);
+  assert_int_equal(lk__closure_around(inner, before, NULL, &c, &w), LK_EINVAL);
   assert_non_null(strstr(lk_last_error(), "after function is NULL"));
   assert_int_equal(n_trace, 0); /* nothing ran */
 

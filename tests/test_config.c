@@ -13,6 +13,9 @@
 #include "loopkit/config.h"
 #include "loopkit/error.h"
 
+/* What only the library and its tests use (linked from the objects). */
+#include "../src/internal.h"
+
 static lk_config *parse_ok(const char *text) {
   lk_config *cfg = NULL;
   int rc = lk_config_parse("t.ini", text, &cfg);
@@ -57,51 +60,51 @@ static void test_parse_good(void **state) {
                             "[sgd]                 # options of sgd\n"
                             "lr = 0.01\n"
                             "[ empty ]\n");
-  assert_string_equal(lk_config_path(cfg), "t.ini");
-  assert_int_equal(lk_config_count(cfg), 5);
-  assert_entry(lk_config_at(cfg, 0), "loop", "max_epochs", "1", "t.ini:6");
-  assert_entry(lk_config_at(cfg, 1), "loop", "seed", "42;not a comment",
+  assert_string_equal(lk__config_path(cfg), "t.ini");
+  assert_int_equal(lk__config_count(cfg), 5);
+  assert_entry(lk__config_at(cfg, 0), "loop", "max_epochs", "1", "t.ini:6");
+  assert_entry(lk__config_at(cfg, 1), "loop", "seed", "42;not a comment",
                "t.ini:7");
-  assert_entry(lk_config_at(cfg, 2), "loop", "name", "a b  c", "t.ini:8");
-  assert_entry(lk_config_at(cfg, 3), "loop", "expr", "x=1#y", "t.ini:9");
-  assert_entry(lk_config_at(cfg, 4), "sgd", "lr", "0.01", "t.ini:11");
-  assert_null(lk_config_at(cfg, 5));
+  assert_entry(lk__config_at(cfg, 2), "loop", "name", "a b  c", "t.ini:8");
+  assert_entry(lk__config_at(cfg, 3), "loop", "expr", "x=1#y", "t.ini:9");
+  assert_entry(lk__config_at(cfg, 4), "sgd", "lr", "0.01", "t.ini:11");
+  assert_null(lk__config_at(cfg, 5));
   assert_entry(lk_config_find(cfg, "sgd", "lr"), "sgd", "lr", "0.01",
                "t.ini:11");
   assert_null(lk_config_find(cfg, "sgd", "momentum"));
   assert_null(lk_config_find(cfg, "loop", "lr"));
-  assert_true(lk_config_has_section(cfg, "empty"));
-  assert_false(lk_config_has_section(cfg, "adam"));
-  assert_string_equal(lk_config_section_where(cfg, "loop"), "t.ini:5");
-  assert_string_equal(lk_config_section_where(cfg, "sgd"), "t.ini:10");
-  assert_string_equal(lk_config_section_where(cfg, "empty"), "t.ini:12");
-  assert_null(lk_config_section_where(cfg, "adam"));
+  assert_true(lk__config_has_section(cfg, "empty"));
+  assert_false(lk__config_has_section(cfg, "adam"));
+  assert_string_equal(lk__config_section_where(cfg, "loop"), "t.ini:5");
+  assert_string_equal(lk__config_section_where(cfg, "sgd"), "t.ini:10");
+  assert_string_equal(lk__config_section_where(cfg, "empty"), "t.ini:12");
+  assert_null(lk__config_section_where(cfg, "adam"));
   lk_config_free(cfg);
 }
 
 static void test_crlf_and_no_final_newline(void **state) {
   (void)state;
   lk_config *cfg = parse_ok("[a]\r\nx = 1\r\n\r\ny = two words\r\nz = 3");
-  assert_int_equal(lk_config_count(cfg), 3);
-  assert_entry(lk_config_at(cfg, 0), "a", "x", "1", "t.ini:2");
-  assert_entry(lk_config_at(cfg, 1), "a", "y", "two words", "t.ini:4");
-  assert_entry(lk_config_at(cfg, 2), "a", "z", "3", "t.ini:5");
+  assert_int_equal(lk__config_count(cfg), 3);
+  assert_entry(lk__config_at(cfg, 0), "a", "x", "1", "t.ini:2");
+  assert_entry(lk__config_at(cfg, 1), "a", "y", "two words", "t.ini:4");
+  assert_entry(lk__config_at(cfg, 2), "a", "z", "3", "t.ini:5");
   lk_config_free(cfg);
 
   /* CRLF without a final newline, and a byte order mark. */
   cfg = parse_ok("\xEF\xBB\xBF[a]\r\nx = 1 # c\r");
-  assert_entry(lk_config_at(cfg, 0), "a", "x", "1", "t.ini:2");
+  assert_entry(lk__config_at(cfg, 0), "a", "x", "1", "t.ini:2");
   lk_config_free(cfg);
 }
 
 static void test_empty_and_comment_only(void **state) {
   (void)state;
   lk_config *cfg = parse_ok("");
-  assert_int_equal(lk_config_count(cfg), 0);
-  assert_false(lk_config_has_section(cfg, "loop"));
+  assert_int_equal(lk__config_count(cfg), 0);
+  assert_false(lk__config_has_section(cfg, "loop"));
   lk_config_free(cfg);
   cfg = parse_ok("# only\n;comments\n\n   \n");
-  assert_int_equal(lk_config_count(cfg), 0);
+  assert_int_equal(lk__config_count(cfg), 0);
   lk_config_free(cfg);
 }
 
@@ -110,11 +113,11 @@ static void test_empty_and_comment_only(void **state) {
 static void test_sections_grouped(void **state) {
   (void)state;
   lk_config *cfg = parse_ok("[a]\nx = 1\n[b]\ny = 2\n[a]\nz = 3\n");
-  assert_int_equal(lk_config_count(cfg), 3);
-  assert_entry(lk_config_at(cfg, 0), "a", "x", "1", "t.ini:2");
-  assert_entry(lk_config_at(cfg, 1), "a", "z", "3", "t.ini:6");
-  assert_entry(lk_config_at(cfg, 2), "b", "y", "2", "t.ini:4");
-  assert_string_equal(lk_config_section_where(cfg, "a"), "t.ini:1");
+  assert_int_equal(lk__config_count(cfg), 3);
+  assert_entry(lk__config_at(cfg, 0), "a", "x", "1", "t.ini:2");
+  assert_entry(lk__config_at(cfg, 1), "a", "z", "3", "t.ini:6");
+  assert_entry(lk__config_at(cfg, 2), "b", "y", "2", "t.ini:4");
+  assert_string_equal(lk__config_section_where(cfg, "a"), "t.ini:1");
   lk_config_free(cfg);
 }
 
@@ -180,7 +183,7 @@ static void test_long_lines(void **state) {
   memset(text + 8, 'v', 4096 - 4);
   strcpy(text + 4 + 4096, "\r\n");
   lk_config *cfg = parse_ok(text);
-  assert_int_equal(strlen(lk_config_at(cfg, 0)->value), 4092);
+  assert_int_equal(strlen(lk__config_at(cfg, 0)->value), 4092);
   lk_config_free(cfg);
 
   /* One more is an error. */
@@ -218,12 +221,12 @@ static void test_load_file(void **state) {
   char *path = temp_file(text, sizeof text - 1);
   lk_config *cfg = NULL;
   assert_int_equal(lk_config_load(path, &cfg), 0);
-  assert_string_equal(lk_config_path(cfg), path);
+  assert_string_equal(lk__config_path(cfg), path);
   char where[64];
   snprintf(where, sizeof where, "%s:4", path);
   assert_entry(lk_config_find(cfg, "sgd", "lr"), "sgd", "lr", "0.1", where);
   snprintf(where, sizeof where, "%s:3", path);
-  assert_string_equal(lk_config_section_where(cfg, "sgd"), where);
+  assert_string_equal(lk__config_section_where(cfg, "sgd"), where);
   lk_config_free(cfg);
   unlink(path);
   free(path);
@@ -263,21 +266,21 @@ static void test_set(void **state) {
                             "0.01\n");
   /* Replacing keeps the entry's place and takes the new where. */
   assert_int_equal(lk_config_set(cfg, "loop.max_epochs=3"), 0);
-  assert_int_equal(lk_config_count(cfg), 3);
-  assert_entry(lk_config_at(cfg, 0), "loop", "max_epochs", "3",
+  assert_int_equal(lk__config_count(cfg), 3);
+  assert_entry(lk__config_at(cfg, 0), "loop", "max_epochs", "3",
                "--set loop.max_epochs=3");
   /* A new key of an existing section goes after that section's keys. */
   assert_int_equal(lk_config_set(cfg, "loop.terminate_on_nan=true"), 0);
-  assert_entry(lk_config_at(cfg, 2), "loop", "terminate_on_nan", "true",
+  assert_entry(lk__config_at(cfg, 2), "loop", "terminate_on_nan", "true",
                "--set loop.terminate_on_nan=true");
-  assert_entry(lk_config_at(cfg, 3), "sgd", "lr", "0.01", "t.ini:5");
+  assert_entry(lk__config_at(cfg, 3), "sgd", "lr", "0.01", "t.ini:5");
   /* A new section comes last and is located by the --set. */
   assert_int_equal(lk_config_set(cfg, " adam . betas = 0.9,0.999 "), 0);
-  assert_int_equal(lk_config_count(cfg), 5);
-  assert_entry(lk_config_at(cfg, 4), "adam", "betas", "0.9,0.999",
+  assert_int_equal(lk__config_count(cfg), 5);
+  assert_entry(lk__config_at(cfg, 4), "adam", "betas", "0.9,0.999",
                "--set  adam . betas = 0.9,0.999 ");
-  assert_true(lk_config_has_section(cfg, "adam"));
-  assert_string_equal(lk_config_section_where(cfg, "adam"),
+  assert_true(lk__config_has_section(cfg, "adam"));
+  assert_string_equal(lk__config_section_where(cfg, "adam"),
                       "--set  adam . betas = 0.9,0.999 ");
   /* The value may hold '=' and '.'. */
   assert_int_equal(lk_config_set(cfg, "sgd.lr=1e-3=x.y"), 0);
@@ -319,9 +322,9 @@ static void test_set_malformed(void **state) {
     assert_string_equal(lk_last_error(), cases[i].message);
   }
   /* Nothing changed. */
-  assert_int_equal(lk_config_count(cfg), 1);
-  assert_entry(lk_config_at(cfg, 0), "loop", "seed", "0", "t.ini:2");
-  assert_false(lk_config_has_section(cfg, "lo op"));
+  assert_int_equal(lk__config_count(cfg), 1);
+  assert_entry(lk__config_at(cfg, 0), "loop", "seed", "0", "t.ini:2");
+  assert_false(lk__config_has_section(cfg, "lo op"));
   lk_config_free(cfg);
 }
 
@@ -329,23 +332,23 @@ static void test_put(void **state) {
   (void)state;
   lk_config *cfg = NULL;
   assert_int_equal(lk_config_new(&cfg), 0);
-  assert_null(lk_config_path(cfg));
-  assert_int_equal(lk_config_count(cfg), 0);
+  assert_null(lk__config_path(cfg));
+  assert_int_equal(lk__config_count(cfg), 0);
   assert_int_equal(lk_config_put(cfg, "sgd", "lr", "0.1", "default"), 0);
   assert_int_equal(lk_config_put(cfg, "loop", "seed", "1", "here"), 0);
   assert_int_equal(lk_config_put(cfg, "sgd", "momentum", "0", "default"), 0);
-  assert_int_equal(lk_config_count(cfg), 3);
-  assert_entry(lk_config_at(cfg, 0), "sgd", "lr", "0.1", "default");
-  assert_entry(lk_config_at(cfg, 1), "sgd", "momentum", "0", "default");
-  assert_entry(lk_config_at(cfg, 2), "loop", "seed", "1", "here");
-  assert_string_equal(lk_config_section_where(cfg, "loop"), "here");
+  assert_int_equal(lk__config_count(cfg), 3);
+  assert_entry(lk__config_at(cfg, 0), "sgd", "lr", "0.1", "default");
+  assert_entry(lk__config_at(cfg, 1), "sgd", "momentum", "0", "default");
+  assert_entry(lk__config_at(cfg, 2), "loop", "seed", "1", "here");
+  assert_string_equal(lk__config_section_where(cfg, "loop"), "here");
 
   /* Re-putting with the strings of the entry itself (as filling in
    * defaults does) must not read freed memory. */
   const lk_config_entry *e = lk_config_find(cfg, "sgd", "lr");
   assert_int_equal(lk_config_put(cfg, e->section, e->key, "0.2", e->where), 0);
-  assert_int_equal(lk_config_count(cfg), 3);
-  assert_entry(lk_config_at(cfg, 0), "sgd", "lr", "0.2", "default");
+  assert_int_equal(lk__config_count(cfg), 3);
+  assert_entry(lk__config_at(cfg, 0), "sgd", "lr", "0.2", "default");
 
   assert_int_equal(lk_config_put(cfg, "a.b", "k", "v", "w"), LK_ECONFIG);
   assert_string_equal(lk_last_error(), "w: invalid section name \"a.b\": "
@@ -360,8 +363,8 @@ static void test_put(void **state) {
                                        "white space for a.k");
   assert_int_equal(lk_config_put(cfg, "a", "k", NULL, "w"), LK_EINVAL);
   assert_int_equal(lk_config_put(NULL, "a", "k", "v", "w"), LK_EINVAL);
-  assert_false(lk_config_has_section(cfg, "a"));
-  assert_int_equal(lk_config_count(cfg), 3);
+  assert_false(lk__config_has_section(cfg, "a"));
+  assert_int_equal(lk__config_count(cfg), 3);
   lk_config_free(cfg);
 }
 
@@ -370,7 +373,7 @@ static char *write_to_string(const lk_config *cfg) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   assert_non_null(f);
-  assert_int_equal(lk_config_write(cfg, f), 0);
+  assert_int_equal(lk__config_write(cfg, f), 0);
   fclose(f);
   return buf;
 }
@@ -409,14 +412,15 @@ static void test_write_round_trip(void **state) {
                             "[adam]\n"
                             "betas = 0.9,0.999\n");
   lk_config *back = parse_ok(text);
-  assert_int_equal(lk_config_count(back), lk_config_count(cfg));
-  for (size_t i = 0; i < lk_config_count(cfg); i++) {
-    const lk_config_entry *a = lk_config_at(cfg, i), *b = lk_config_at(back, i);
+  assert_int_equal(lk__config_count(back), lk__config_count(cfg));
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *a = lk__config_at(cfg, i),
+                          *b = lk__config_at(back, i);
     assert_string_equal(a->section, b->section);
     assert_string_equal(a->key, b->key);
     assert_string_equal(a->value, b->value);
   }
-  assert_true(lk_config_has_section(back, "empty"));
+  assert_true(lk__config_has_section(back, "empty"));
   char *again = write_to_string(back);
   assert_string_equal(again, text);
   free(again);
@@ -425,7 +429,7 @@ static void test_write_round_trip(void **state) {
   lk_config_free(cfg);
 }
 
-/* Values that lk_config_write could not write back so that they read the
+/* Values that lk__config_write could not write back so that they read the
  * same (found by fuzz/fuzz_config.c): a value that starts with a comment
  * character, and a line that only fits without the spaces around '='. */
 static void test_unwritable_values(void **state) {
@@ -455,7 +459,7 @@ static void test_unwritable_values(void **state) {
   cfg = parse_ok(text);
   char *written = write_to_string(cfg);
   lk_config *back = parse_ok(written);
-  assert_string_equal(lk_config_at(back, 0)->value, text + 6);
+  assert_string_equal(lk__config_at(back, 0)->value, text + 6);
   lk_config_free(back);
   free(written);
 
@@ -470,7 +474,7 @@ static void test_unwritable_values(void **state) {
                       "w: value contains a comment ('#' or ';' after white "
                       "space) for a.k");
   assert_int_equal(lk_config_set(cfg, "a.b=a#b"), 0); /* not a comment */
-  assert_int_equal(lk_config_count(cfg), 2);
+  assert_int_equal(lk__config_count(cfg), 2);
   lk_config_free(cfg);
   free(text);
 }
@@ -481,7 +485,7 @@ static void test_write_error(void **state) {
   if (!f)
     skip();
   lk_config *cfg = parse_ok("[a]\nx = 1\n");
-  assert_int_equal(lk_config_write(cfg, f), LK_EIO);
+  assert_int_equal(lk__config_write(cfg, f), LK_EIO);
   assert_non_null(strstr(lk_last_error(), "cannot write config"));
   fclose(f);
   lk_config_free(cfg);
@@ -494,13 +498,13 @@ static void test_null_arguments(void **state) {
   assert_int_equal(lk_config_load(NULL, &cfg), LK_EINVAL);
   assert_int_equal(lk_config_new(NULL), LK_EINVAL);
   assert_int_equal(lk_config_set(NULL, "a.b=c"), LK_EINVAL);
-  assert_int_equal(lk_config_write(NULL, stdout), LK_EINVAL);
-  assert_int_equal(lk_config_count(NULL), 0);
-  assert_null(lk_config_at(NULL, 0));
+  assert_int_equal(lk__config_write(NULL, stdout), LK_EINVAL);
+  assert_int_equal(lk__config_count(NULL), 0);
+  assert_null(lk__config_at(NULL, 0));
   assert_null(lk_config_find(NULL, "a", "b"));
-  assert_false(lk_config_has_section(NULL, "a"));
-  assert_null(lk_config_section_where(NULL, "a"));
-  assert_null(lk_config_path(NULL));
+  assert_false(lk__config_has_section(NULL, "a"));
+  assert_null(lk__config_section_where(NULL, "a"));
+  assert_null(lk__config_path(NULL));
   lk_config_free(NULL);
 }
 
@@ -516,11 +520,11 @@ static void test_many_keys(void **state) {
     snprintf(val, sizeof val, "%d", i);
     assert_int_equal(lk_config_put(cfg, sec, key, val, "loop"), 0);
   }
-  assert_int_equal(lk_config_count(cfg), 300);
+  assert_int_equal(lk__config_count(cfg), 300);
   /* Grouped by section: s0's keys first, in the order they were added. */
-  assert_string_equal(lk_config_at(cfg, 0)->key, "k0");
-  assert_string_equal(lk_config_at(cfg, 1)->key, "k7");
-  assert_string_equal(lk_config_at(cfg, 299)->section, "s6");
+  assert_string_equal(lk__config_at(cfg, 0)->key, "k0");
+  assert_string_equal(lk__config_at(cfg, 1)->key, "k7");
+  assert_string_equal(lk__config_at(cfg, 299)->section, "s6");
   assert_string_equal(lk_config_find(cfg, "s3", "k150")->value, "150");
   lk_config_free(cfg);
 }

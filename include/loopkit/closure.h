@@ -65,13 +65,6 @@ LK_API void lk_closure_prepare(lk_closure *c, const lk_batch *batch,
  * evaluation's own error if it failed. */
 LK_API int lk_closure_consume(lk_closure *c, lk_step_result *out);
 
-/* Evaluations since lk_closure_new. */
-LK_API uint64_t lk_closure_calls(const lk_closure *c);
-
-/* Sets the name used in "optimizer NAME returned without calling the
- * closure" messages. */
-LK_API void lk_closure_set_caller(lk_closure *c, const char *optimizer_name);
-
 /* Composition: a new closure pointer that calls INNER and then AFTER(ctx,
  * loss) — clipping and hooks after the evaluation. If AFTER fails (returns
  * non-zero) the wrapper returns NaN; AFTER records its own error. */
@@ -80,11 +73,6 @@ LK_API int lk_closure_then(lk_closure_fn inner,
                            int (*after)(void *ctx, double loss), void *ctx,
                            lk_wrap **out);
 
-/* Composition: a new closure pointer that calls BEFORE(ctx), INNER, then
- * AFTER(ctx) — profiling around the evaluation. */
-LK_API int lk_closure_around(lk_closure_fn inner, void (*before)(void *ctx),
-                             void (*after)(void *ctx), void *ctx,
-                             lk_wrap **out);
 LK_API lk_closure_fn lk_wrap_function(const lk_wrap *w);
 LK_API void lk_wrap_free(lk_wrap *w);
 

@@ -47,23 +47,6 @@ LK_API int lk_config_put(lk_config *cfg, const char *section, const char *key,
 LK_API const lk_config_entry *
 lk_config_find(const lk_config *cfg, const char *section, const char *key);
 
-/* Entries in file order (sections in order of first appearance). */
-LK_API size_t lk_config_count(const lk_config *cfg);
-LK_API const lk_config_entry *lk_config_at(const lk_config *cfg, size_t i);
-
-/* Whether a section header or key of SECTION appeared. */
-LK_API bool lk_config_has_section(const lk_config *cfg, const char *section);
-
-/* Where section SECTION was first seen ("FILE:LINE"), or NULL. */
-LK_API const char *lk_config_section_where(const lk_config *cfg,
-                                           const char *section);
-
-/* The path it was loaded from (or the name given to lk_config_parse). */
-LK_API const char *lk_config_path(const lk_config *cfg);
-
-/* Writes it back as INI, sections in order. */
-LK_API int lk_config_write(const lk_config *cfg, FILE *f);
-
 LK_API void lk_config_free(lk_config *cfg);
 
 #ifdef __cplusplus

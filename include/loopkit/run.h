@@ -107,8 +107,6 @@ LK_API const char *lk_run_checkpoint(const lk_run *run);
 /* NULL on a process other than rank 0 of a distributed run: only rank 0
  * writes the run directory. */
 LK_API const char *lk_run_dir(const lk_run *run);
-/* Optimizer steps taken so far (a resumed run counts from its checkpoint). */
-LK_API uint64_t lk_run_steps(const lk_run *run);
 /* This process's rank (0 without a strategy plugin). */
 LK_API int lk_run_rank(const lk_run *run);
 

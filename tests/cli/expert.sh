@@ -7,7 +7,10 @@
 #  - examples/bind_lbfgs: a C program minimising a plain C function turned
 #    into a closure with lk_bind, with lbfgs and no model plugin
 #    (lk_optimizer_open);
-#  - examples/loss_scale: a precision plugin doing dynamic loss scaling.
+#  - examples/loss_scale: a precision plugin doing dynamic loss scaling;
+#  - examples/closure: a closure made with lk_closure_new from three plain
+#    C functions (step, zero_grad, backward), minimised by an optimizer
+#    opened with lk_optimizer_open.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 : "${LK_BUILDDIR:?}"
 
@@ -118,6 +121,25 @@ sed 's/^history_size = .*/history_size = 0/' bind_lbfgs.ini >"$T/bad.ini"
 bl "$T/bad.ini"
 check "bind_lbfgs: lbfgs's refusal of an option reaches the program" \
   sh -c "test $? -eq 1 && grep -q 'history_size = 0' '$T/out'"
+
+# ---- closure --------------------------------------------------------------
+build closure closure CC="${LK_CC:-cc} ${LK_SANITIZE:-}"
+cd "$T/closure" || exit 1
+cl() {
+  LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$T/root$pluginsdir" \
+    ./closure "$@" >"$T/out" 2>&1
+}
+cl closure.ini
+check "closure: step, zero_grad and backward composed, minimised by adam" \
+  sh -c "test $? -eq 0 && awk '/^a / { a = \$2 } /^b / { b = \$2 } END { exit !((a - 2)^2 < 1e-4 && (b + 1)^2 < 1e-4) }' '$T/out'"
+printf '[optimizer]\nname = lbfgs\nsteps = 5\n[lbfgs]\nline_search_fn = strong_wolfe\n' >"$T/cl-lbfgs.ini"
+cl "$T/cl-lbfgs.ini"
+check "closure: the same closure minimised by lbfgs, which calls it many times" \
+  sh -c "test $? -eq 0 && awk '/^loss / { exit !(\$2 < 1e-3) }' '$T/out'"
+printf '[optimizer]\nname = adam\n[adam]\nlr = -1\n' >"$T/cl-bad.ini"
+cl "$T/cl-bad.ini"
+check "closure: the optimizer's refusal of an option reaches the program" \
+  sh -c "test $? -eq 1 && grep -q 'lr = -1' '$T/out'"
 
 # ---- loss_scale ---------------------------------------------------------
 build loss_scale loss_scale.so
