@@ -11,7 +11,8 @@
  *
  * Tasks are claimed one at a time from a shared counter. Which thread runs
  * a task changes no result: every task writes its own outputs with the
- * same arithmetic, and the tasks are cut from the sizes only. */
+ * same arithmetic, and the tasks are cut from the sizes only. The caller
+ * waits only for workers that joined the job (enter, below). */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -40,6 +41,27 @@ static void claim_tasks(lk_nn *nn, int thread) {
     if (i >= nn->ntasks)
       return;
     nn->fn(nn->ctx, i, thread);
+  }
+}
+
+/* The door of job GEN: its generation in the high 32 bits, a closed bit,
+ * and the count of workers inside. A worker enters only an open door of the job
+ * it saw published; the caller, once every task is claimed, closes it and
+ * waits for those inside only. So a worker the scheduler has not run yet
+ * (another process on its core) holds nobody up: it finds the door closed
+ * or a newer job, and the caller never waits for a thread that had no
+ * core. */
+#define DOOR_CLOSED (1ull << 31)
+#define DOOR_COUNT (DOOR_CLOSED - 1)
+
+static bool enter(lk_nn *nn, unsigned gen) {
+  uint64_t d = atomic_load_explicit(&nn->door, memory_order_acquire);
+  for (;;) {
+    if ((unsigned)(d >> 32) != gen || (d & DOOR_CLOSED))
+      return false;
+    if (atomic_compare_exchange_weak_explicit(
+            &nn->door, &d, d + 1, memory_order_acq_rel, memory_order_acquire))
+      return true;
   }
 }
 
@@ -75,8 +97,10 @@ static void *worker(void *arg) {
     seen = g;
     if (atomic_load(&nn->quit))
       return NULL;
+    if (!enter(nn, g))
+      continue; /* finished without us */
     claim_tasks(nn, id);
-    atomic_fetch_sub_explicit(&nn->busy, 1, memory_order_release);
+    atomic_fetch_sub_explicit(&nn->door, 1, memory_order_release);
   }
 }
 
@@ -141,21 +165,26 @@ void nn__run(lk_nn *nn, int ntasks, nn_task_fn fn, void *ctx) {
   nn->ctx = ctx;
   nn->ntasks = ntasks;
   atomic_store_explicit(&nn->next, 0, memory_order_relaxed);
-  atomic_store_explicit(&nn->busy, nn->threads - 1, memory_order_relaxed);
-  atomic_fetch_add(&nn->gen, 1); /* publishes the job (seq_cst) */
+  unsigned gen = atomic_load_explicit(&nn->gen, memory_order_relaxed) + 1;
+  atomic_store_explicit(&nn->door, (uint64_t)gen << 32, memory_order_release);
+  atomic_store(&nn->gen, gen); /* publishes the job (seq_cst) */
   if (atomic_load(&nn->sleepers) > 0) {
     pthread_mutex_lock(&nn->lock);
     pthread_cond_broadcast(&nn->wake);
     pthread_mutex_unlock(&nn->lock);
   }
   claim_tasks(nn, 0);
-  /* Every worker must leave the job before the next one is published: a
-   * late one would otherwise claim tasks of the next job with this one's
-   * function. */
+  /* Every task is claimed: close the door and wait for the workers inside
+   * (their tasks, and their last look at the job, must end before the
+   * next job overwrites it). */
+  uint64_t d =
+      atomic_fetch_or_explicit(&nn->door, DOOR_CLOSED, memory_order_acq_rel);
   unsigned spins = 0;
-  while (atomic_load_explicit(&nn->busy, memory_order_acquire) > 0)
+  while ((d & DOOR_COUNT) != 0) {
     if (++spins % 1024 == 0)
       sched_yield(); /* a worker without a core: let it have ours */
     else
       cpu_relax();
+    d = atomic_load_explicit(&nn->door, memory_order_acquire);
+  }
 }
