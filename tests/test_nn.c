@@ -180,8 +180,7 @@ static int32_t *get_int(const ref_case *c, const char *name, size_t n) {
   return r;
 }
 
-/* ---- comparisons -----------------------------------------------------------
- */
+/* ---- comparisons --------------------------------------------------------- */
 
 static const char *label = ""; /* the configuration under test */
 static double worst;           /* the largest error / tolerance seen */
@@ -296,8 +295,7 @@ static void gfree(gbuf *g) {
   free(g->base);
 }
 
-/* ---- contexts
- * ----------------------------------------------------------------- */
+/* ---- contexts ------------------------------------------------------------ */
 
 typedef struct config {
   const char *name;
@@ -329,8 +327,7 @@ static lk_nn *open_nn(int threads, unsigned flags) {
     }                                                                          \
   } while (0)
 
-/* ---- 1. against torch
- * ------------------------------------------------------------ */
+/* ---- 1. against torch ---------------------------------------------------- */
 
 static void run_linear(lk_nn *nn, const ref_case *c) {
   int N = iparam(c, "N"), C = iparam(c, "C"), OC = iparam(c, "OC");
@@ -887,8 +884,7 @@ static void wrong_layers_fail(void **state) {
   lk_nn_free(nn);
 }
 
-/* ---- 2. the product
- * ----------------------------------------------------------------- */
+/* ---- 2. the product ------------------------------------------------------ */
 
 /* One product with padded leading dimensions against a double one:
  * |c - want| <= 1e-5 (K + 1) for values in [-1, 1]. */
@@ -969,8 +965,7 @@ static void gemm_cases(void **state) {
     }
 }
 
-/* ---- 3. gradients against central differences
- * ---------------------------------------------- */
+/* ---- 3. gradients against central differences ---------------------------- */
 
 /* For a scalar L = sum_i y_i w_i (w fixed in [-1, 1]) of a layer's output
  * y, every derivative dL/dx_j from the backward (with dout = w) against
@@ -1402,9 +1397,7 @@ static void gradchecks(void **state) {
   lk_nn_free(nn);
 }
 
-/* ---- 4. threads
- * ----------------------------------------------------------------------------
- */
+/* ---- 4. threads ---------------------------------------------------------- */
 
 /* Every layer on shapes that cut into many tasks (products of several
  * tiles, convolutions of several chunks and groups, attention over 12
@@ -1619,9 +1612,67 @@ static void same_at_any_thread_count(void **state) {
   }
 }
 
-/* ---- 5. errors
- * ------------------------------------------------------------------------------
- */
+/* The exp-based kernels in the CPU's widest vectors (lk_nn_isa) give the
+ * bits of the portable 16-byte ones, as vmath.h says they must. */
+static void isa_agree(void **state) {
+  (void)state;
+  lk_nn *wide = open_nn(1, 0), *base = open_nn(1, LK_NN_PORTABLE);
+  assert_string_equal(lk_nn_isa(base), "base");
+  print_message("widest kernels: %s\n", lk_nn_isa(wide));
+  size_t n = 1000 + 13;
+  float *x = zeros(n), *d = filled(n, 2);
+  for (size_t i = 0; i < n; i++) /* -30 to 30, every range of the code */
+    x[i] = 60 * value(i, 1) * (i % 3 ? 1 : 0.02f);
+  act_fwd fs[] = {lk_nn_gelu_forward, lk_nn_tanh_forward,
+                  lk_nn_sigmoid_forward};
+  for (int a = 0; a < 3; a++) {
+    float *y0 = zeros(n), *y1 = zeros(n);
+    OK(fs[a](wide, y0, x, n));
+    OK(fs[a](base, y1, x, n));
+    assert_memory_equal(y0, y1, n * sizeof *y0);
+    free(y0), free(y1);
+  }
+  float *g0 = zeros(n), *g1 = zeros(n);
+  OK(lk_nn_gelu_backward(wide, g0, d, x, n));
+  OK(lk_nn_gelu_backward(base, g1, d, x, n));
+  assert_memory_equal(g0, g1, n * sizeof *g0);
+  int N = 7, V = 131;
+  int32_t y[7] = {0, 5, 130, 64, 1, 2, 3};
+  float *p0 = zeros((size_t)N * V), *p1 = zeros((size_t)N * V);
+  OK(lk_nn_softmax_forward(wide, p0, x, N, V));
+  OK(lk_nn_softmax_forward(base, p1, x, N, V));
+  assert_memory_equal(p0, p1, (size_t)N * V * sizeof *p0);
+  double l0, l1;
+  memset(p0, 0, (size_t)N * V * sizeof *p0);
+  memset(p1, 0, (size_t)N * V * sizeof *p1);
+  OK(lk_nn_crossentropy(wide, &l0, p0, x, y, N, V, 1, NULL));
+  OK(lk_nn_crossentropy(base, &l1, p1, x, y, N, V, 1, NULL));
+  assert_true(l0 == l1);
+  assert_memory_equal(p0, p1, (size_t)N * V * sizeof *p0);
+  free(x), free(d), free(g0), free(g1), free(p0), free(p1);
+  lk_nn_free(wide);
+  lk_nn_free(base);
+}
+
+/* Many small jobs back to back, on more threads than cores: every one
+ * complete when its call returns, whoever ran its tasks. */
+static void pool_stress(void **state) {
+  (void)state;
+  lk_nn *nn = open_nn(3, 0);
+  size_t n = 4 * 16384 + 5; /* five parts */
+  float *a = filled(n, 1), *b = filled(n, 2), *y = zeros(n);
+  for (int r = 0; r < 3000; r++) {
+    b[(size_t)r % n] = (float)r;
+    OK(lk_nn_residual_forward(nn, y, a, b, n));
+    for (size_t i = (size_t)r % 7; i < n; i += 4099)
+      assert_true(y[i] == a[i] + b[i]);
+    assert_true(y[(size_t)r % n] == a[(size_t)r % n] + (float)r);
+  }
+  free(a), free(b), free(y);
+  lk_nn_free(nn);
+}
+
+/* ---- 5. errors ----------------------------------------------------------- */
 
 /* RC must be LK_EINVAL (or CODE) with a message containing every one of
  * the NULL-terminated strings. */
@@ -1757,8 +1808,7 @@ static void workspace_limit(void **state) {
   lk_nn_free(nn);
 }
 
-/* ---- 6. dropout's masks, flatten's shapes
- * --------------------------------------------------- */
+/* ---- 6. dropout's masks, flatten's shapes -------------------------------- */
 
 static void dropout_masks(void **state) {
   (void)state;
@@ -1860,6 +1910,8 @@ int main(void) {
       cmocka_unit_test(gemm_cases),
       cmocka_unit_test(gradchecks),
       cmocka_unit_test(same_at_any_thread_count),
+      cmocka_unit_test(pool_stress),
+      cmocka_unit_test(isa_agree),
       cmocka_unit_test(errors),
       cmocka_unit_test(workspace_limit),
       cmocka_unit_test(dropout_masks),

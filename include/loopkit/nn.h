@@ -53,12 +53,14 @@ extern "C" {
 
 typedef struct lk_rng lk_rng; /* loopkit/host.h */
 
-/* ---- the context -------------------------------------------------------- */
+/* ---- the context --------------------------------------------------------- */
 
 typedef struct lk_nn lk_nn;
 
 /* Flags of lk_nn_create. */
-#define LK_NN_PORTABLE 1u /* the portable C product even with OpenBLAS */
+/* Portable code only: the C product even with OpenBLAS, and 16-byte
+ * vectors whatever the CPU has. */
+#define LK_NN_PORTABLE 1u
 
 /* A context with THREADS threads (the caller's included; 0: one per CPU
  * the process may run on). With OpenBLAS, its own threading is set to 1
@@ -70,13 +72,17 @@ LK_API void lk_nn_free(lk_nn *nn);
 LK_API int lk_nn_threads(const lk_nn *nn);
 /* "openblas" or "portable": what lk_nn_sgemm runs. */
 LK_API const char *lk_nn_backend(const lk_nn *nn);
+/* The vectors of the exp-based kernels (GELU, tanh, sigmoid, softmax):
+ * "avx512", "avx2" or "base" (LK_NN_PORTABLE: always "base"). All give the
+ * same results; only the speed differs. */
+LK_API const char *lk_nn_isa(const lk_nn *nn);
 /* Bytes of scratch memory the context holds now. */
 LK_API size_t lk_nn_workspace_size(const lk_nn *nn);
 /* A layer that would need a workspace larger than BYTES fails with
  * LK_ENOMEM instead of growing it (default: no limit). */
 LK_API void lk_nn_set_workspace_limit(lk_nn *nn, size_t bytes);
 
-/* ---- the matrix product ------------------------------------------------- */
+/* ---- the matrix product -------------------------------------------------- */
 
 /* C [M, N] = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T as
  * BLAS's sgemm (lda, ldb, ldc are row strides; beta == 0: C is not read).
@@ -85,8 +91,7 @@ LK_API int lk_nn_sgemm(lk_nn *nn, bool transa, bool transb, int m, int n, int k,
                        float alpha, const float *a, int lda, const float *b,
                        int ldb, float beta, float *c, int ldc);
 
-/* ---- linear: nn.Linear ----------------------------------------------------
- */
+/* ---- linear: nn.Linear --------------------------------------------------- */
 
 /* out [N, OC] = inp [N, C] weight^T + bias; weight [OC, C], bias [OC] or
  * NULL. */
@@ -100,8 +105,7 @@ LK_API int lk_nn_linear_backward(lk_nn *nn, float *dinp, float *dweight,
                                  const float *inp, const float *weight, int N,
                                  int C, int OC);
 
-/* ---- conv2d: nn.Conv2d (no dilation, no groups) ----------------------------
- */
+/* ---- conv2d: nn.Conv2d (no dilation, no groups) -------------------------- */
 
 typedef struct lk_nn_conv2d {
   int n, c, h, w;         /* input [N, C, H, W] */
@@ -122,8 +126,7 @@ LK_API int lk_nn_conv2d_backward(lk_nn *nn, const lk_nn_conv2d *p, float *dinp,
                                  const float *dout, const float *inp,
                                  const float *weight);
 
-/* ---- pooling: nn.MaxPool2d, nn.AvgPool2d -----------------------------------
- */
+/* ---- pooling: nn.MaxPool2d, nn.AvgPool2d --------------------------------- */
 
 typedef struct lk_nn_pool2d {
   int n, c, h, w;         /* input [N, C, H, W] */
@@ -148,8 +151,7 @@ LK_API int lk_nn_avgpool2d_forward(lk_nn *nn, const lk_nn_pool2d *p, float *out,
 LK_API int lk_nn_avgpool2d_backward(lk_nn *nn, const lk_nn_pool2d *p,
                                     float *dinp, const float *dout);
 
-/* ---- batch norm: nn.BatchNorm1d, nn.BatchNorm2d ----------------------------
- */
+/* ---- batch norm: nn.BatchNorm1d, nn.BatchNorm2d -------------------------- */
 
 /* inp and out [N, C, HW]: HW = H * W for BatchNorm2d, 1 for BatchNorm1d on
  * [N, C] (L for BatchNorm1d on [N, C, L]). Statistics per channel over N
@@ -176,8 +178,7 @@ LK_API int lk_nn_batchnorm_backward(lk_nn *nn, float *dinp, float *dweight,
                                     const float *mean, const float *rstd, int N,
                                     int C, int HW, bool training);
 
-/* ---- layer norm: nn.LayerNorm over the last dimension ---------------------
- */
+/* ---- layer norm: nn.LayerNorm over the last dimension -------------------- */
 
 /* inp and out [N, C] (N = B * T for sequences), weight and bias [C] or
  * NULL; mean and rstd [N] receive each row's statistics. */
@@ -191,8 +192,7 @@ LK_API int lk_nn_layernorm_backward(lk_nn *nn, float *dinp, float *dweight,
                                     const float *mean, const float *rstd, int N,
                                     int C);
 
-/* ---- activations, elementwise over N values -------------------------------
- */
+/* ---- activations, elementwise over N values ------------------------------ */
 
 /* ReLU, tanh and sigmoid differentiate through their output (so that the
  * forward may run in place); GELU through its input. GELU is torch's
@@ -214,8 +214,7 @@ LK_API int lk_nn_sigmoid_forward(lk_nn *nn, float *out, const float *inp,
 LK_API int lk_nn_sigmoid_backward(lk_nn *nn, float *dinp, const float *dout,
                                   const float *out, size_t n);
 
-/* ---- dropout: nn.Dropout ----------------------------------------------------
- */
+/* ---- dropout: nn.Dropout ------------------------------------------------- */
 
 /* Inverted dropout: in training each value is kept with probability 1 - p
  * and scaled by 1 / (1 - p), or zeroed; mask [n] receives 1 for kept, 0
@@ -239,8 +238,7 @@ LK_API int lk_nn_dropout_backward(lk_nn *nn, float *dinp, const float *dout,
                                   const uint8_t *mask, size_t n, float p,
                                   bool training);
 
-/* ---- flatten: torch.flatten -------------------------------------------------
- */
+/* ---- flatten: torch.flatten ---------------------------------------------- */
 
 /* Flattening a contiguous row-major array moves nothing: the output is the
  * input's memory and its gradient the output gradient's, so a network
@@ -251,8 +249,7 @@ LK_API int lk_nn_dropout_backward(lk_nn *nn, float *dinp, const float *dout,
 LK_API int lk_nn_flatten(const int *shape, int ndim, int start, int end,
                          int *out, int *out_ndim);
 
-/* ---- embedding: nn.Embedding ------------------------------------------------
- */
+/* ---- embedding: nn.Embedding --------------------------------------------- */
 
 /* out [N, C] = the rows idx [N] of table [V, C]. Every index is checked
  * first: one outside [0, V) is LK_EINVAL naming its position and value,
@@ -264,9 +261,7 @@ LK_API int lk_nn_embedding_forward(lk_nn *nn, float *out, const int32_t *idx,
 LK_API int lk_nn_embedding_backward(lk_nn *nn, float *dtable, const float *dout,
                                     const int32_t *idx, int N, int V, int C);
 
-/* ---- causal self-attention: nanoGPT's CausalSelfAttention, between its
- * c_attn and c_proj -----------------------------------------------------------
- */
+/* ---- causal self-attention ---------------------------------------------- */
 
 /* qkv [B, T, 3C] holds q, k and v side by side (c_attn's output), each
  * split into NH heads of C / NH; out [B, T, C] is softmax(q k^T /
@@ -281,8 +276,7 @@ LK_API int lk_nn_attention_backward(lk_nn *nn, float *dqkv, const float *dout,
                                     const float *qkv, const float *att, int B,
                                     int T, int C, int NH);
 
-/* ---- residual
- * ----------------------------------------------------------------- */
+/* ---- residual ------------------------------------------------------------ */
 
 /* out = a + b (out may be a or b); backward: da += dout, db += dout (either
  * may be NULL). */
@@ -291,8 +285,7 @@ LK_API int lk_nn_residual_forward(lk_nn *nn, float *out, const float *a,
 LK_API int lk_nn_residual_backward(lk_nn *nn, float *da, float *db,
                                    const float *dout, size_t n);
 
-/* ---- softmax and cross-entropy: F.softmax, F.cross_entropy
- * -------------------- */
+/* ---- softmax and cross-entropy: F.softmax, F.cross_entropy --------------- */
 
 /* probs [N, V] = softmax of logits [N, V] over the last dimension. */
 LK_API int lk_nn_softmax_forward(lk_nn *nn, float *probs, const float *logits,

@@ -1,6 +1,7 @@
 /* Elementwise activations: ReLU, GELU (tanh), tanh, sigmoid.
  *   inp, out, dout, dinp [n]
- * Each is one pass of vmath.h's vector code over runs of GRAIN values.
+ * Each is one pass over runs of GRAIN values: ReLU here, the others by
+ * kernels.h, in the widest vectors the CPU has.
  * The backward formulas are torch's (threshold_backward, GeluBackward
  * with approximate='tanh', tanh_backward, sigmoid_backward). */
 #include "nn_internal.h"
@@ -11,6 +12,7 @@
 typedef enum act { RELU, GELU, TANH, SIGMOID } act;
 
 typedef struct job {
+  const nn_kernels *k;
   act kind;
   size_t n;
   int parts;
@@ -31,9 +33,9 @@ static void forward_task(void *ctx, int task, int thread) {
   const float *x = j->inp + lo;
   switch (j->kind) {
   case RELU: NN_MAP(hi - lo, y, x, relu(v)); break;
-  case GELU: NN_MAP(hi - lo, y, x, nn_gelu(v)); break;
-  case TANH: NN_MAP(hi - lo, y, x, nn_tanh(v)); break;
-  case SIGMOID: NN_MAP(hi - lo, y, x, nn_sigmoid(v)); break;
+  case GELU: j->k->gelu(y, x, hi - lo); break;
+  case TANH: j->k->tanh(y, x, hi - lo); break;
+  case SIGMOID: j->k->sigmoid(y, x, hi - lo); break;
   }
 }
 
@@ -50,7 +52,7 @@ static void backward_task(void *ctx, int task, int thread) {
   case RELU:
     NN_ACC(hi - lo, dx, dy, x, nn_sel(v > 0.0f, d, nn_splat(0.0f)));
     break;
-  case GELU: NN_ACC(hi - lo, dx, dy, x, d * nn_gelu_grad(v)); break;
+  case GELU: j->k->gelu_grad(dx, dy, x, hi - lo); break;
   case TANH: NN_ACC(hi - lo, dx, dy, x, d * (1.0f - v * v)); break;
   case SIGMOID: NN_ACC(hi - lo, dx, dy, x, d * (1.0f - v) * v); break;
   }
@@ -65,7 +67,8 @@ static int forward(lk_nn *nn, act kind, float *out, const float *inp,
                    names[kind]);
   if (n < 1)
     return lk__err(LK_EINVAL, "%s: n = 0 values; expected >= 1", names[kind]);
-  job j = {.kind = kind,
+  job j = {.k = nn->k,
+           .kind = kind,
            .n = n,
            .out = out,
            .inp = inp,
@@ -83,7 +86,8 @@ static int backward(lk_nn *nn, act kind, float *dinp, const float *dout,
     return lk__err(LK_EINVAL, "%s: n = 0 values; expected >= 1", names[kind]);
   if (!dinp)
     return 0;
-  job j = {.kind = kind,
+  job j = {.k = nn->k,
+           .kind = kind,
            .n = n,
            .out = dinp,
            .inp = v,

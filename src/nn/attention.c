@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "nn_internal.h"
-#include "vmath.h"
 
 #define LAYER "attention"
 #define RB 32
@@ -42,12 +41,11 @@ static int check(int B, int T, int C, int NH) {
 
 /* Row a [0, T) of S: softmax over [0, n), zeros after (torch's
  * _vec_softmax_lastdim: exp(x - max), then times 1 / sum). */
-static void softmax_row(float *a, int n, int T) {
+static void softmax_row(const nn_kernels *k, float *a, int n, int T) {
   float m = a[0];
   for (int s = 1; s < n; s++)
     m = a[s] > m ? a[s] : m;
-  nn_vf mv = nn_splat(m);
-  NN_MAP((size_t)n, a, a, nn_exp(v - mv));
+  k->exp_shift(a, a, m, (size_t)n);
   float sum = 0;
   for (int s = 0; s < n; s++)
     sum += a[s];
@@ -71,7 +69,7 @@ static void forward_task(void *ctx, int task, int thread) {
     nn__gemm1(j->nn, false, true, rows, r1, j->hs, j->scale,
               q + (size_t)r0 * C3, C3, k, C3, 0, a, T);
     for (int t = r0; t < r1; t++)
-      softmax_row(att + (size_t)t * T, t + 1, T);
+      softmax_row(j->nn->k, att + (size_t)t * T, t + 1, T);
     nn__gemm1(j->nn, false, false, rows, j->hs, r1, 1, a, T, v, C3, 0,
               out + (size_t)r0 * j->C, j->C);
   }

@@ -55,6 +55,16 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
 #else
   nn->portable = true;
 #endif
+  nn->k = &nn__kernels_base;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!(flags & LK_NN_PORTABLE)) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      nn->k = &nn__kernels_avx512;
+    else if (__builtin_cpu_supports("avx2"))
+      nn->k = &nn__kernels_avx2;
+  }
+#endif
   int rc = nn__pool_start(nn);
   if (rc < 0) {
     lk_nn_free(nn);
@@ -78,6 +88,10 @@ int lk_nn_threads(const lk_nn *nn) {
 
 const char *lk_nn_backend(const lk_nn *nn) {
   return nn && !nn->portable ? "openblas" : "portable";
+}
+
+const char *lk_nn_isa(const lk_nn *nn) {
+  return nn ? nn->k->isa : "";
 }
 
 size_t lk_nn_workspace_size(const lk_nn *nn) {

@@ -8,11 +8,11 @@
 #include <math.h>
 
 #include "nn_internal.h"
-#include "vmath.h"
 
 #define GRAIN 8192 /* values per task at least */
 
 typedef struct job {
+  const nn_kernels *k;
   int N, V, parts;
   float g; /* dloss / N */
   float *probs, *dlogits;
@@ -27,13 +27,13 @@ static int row_parts(int N, int V) {
 }
 
 /* e [V] = exp(z - max z); returns sum e and sets *arg to the first max. */
-static float exps(const float *z, float *e, int V, int *arg) {
+static float exps(const nn_kernels *k, const float *z, float *e, int V,
+                  int *arg) {
   int a = 0;
   for (int j = 1; j < V; j++)
     if (z[j] > z[a])
       a = j;
-  nn_vf mv = nn_splat(z[a]);
-  NN_MAP((size_t)V, e, z, nn_exp(v - mv));
+  k->exp_shift(e, z, z[a], (size_t)V);
   float sum = 0;
   for (int j = 0; j < V; j++)
     sum += e[j];
@@ -49,7 +49,7 @@ static void softmax_task(void *ctx, int task, int thread) {
   for (size_t i = lo; i < hi; i++) {
     float *p = j->probs + i * (size_t)j->V;
     int arg;
-    float inv = 1 / exps(j->logits + i * (size_t)j->V, p, j->V, &arg);
+    float inv = 1 / exps(j->k, j->logits + i * (size_t)j->V, p, j->V, &arg);
     for (int k = 0; k < j->V; k++)
       p[k] *= inv;
   }
@@ -61,7 +61,8 @@ int lk_nn_softmax_forward(lk_nn *nn, float *probs, const float *logits, int N,
            "needs the context, probs and logits");
   NN_CHECK(N >= 1 && V >= 1, "softmax", "sizes N = %d, V = %d; expected >= 1",
            N, V);
-  job j = {.N = N,
+  job j = {.k = nn->k,
+           .N = N,
            .V = V,
            .probs = probs,
            .logits = logits,
@@ -81,7 +82,7 @@ static void xent_task(void *ctx, int task, int thread) {
     float *d = j->dlogits ? j->dlogits + i * (size_t)j->V : NULL;
     float e[256], sum;
     if (d && j->V <= 256) {
-      sum = exps(z, e, j->V, &arg);
+      sum = exps(j->k, z, e, j->V, &arg);
       float s = j->g / sum;
       for (int k = 0; k < j->V; k++)
         d[k] += e[k] * s - (k == y ? j->g : 0);
@@ -93,10 +94,9 @@ static void xent_task(void *ctx, int task, int thread) {
         if (z[k] > m)
           m = z[k], arg = k;
       sum = 0;
-      nn_vf mv = nn_splat(m);
       for (int k0 = 0; k0 < j->V; k0 += 256) {
         int w = j->V - k0 < 256 ? j->V - k0 : 256;
-        NN_MAP((size_t)w, e, z + k0, nn_exp(v - mv));
+        j->k->exp_shift(e, z + k0, m, (size_t)w);
         for (int k = 0; k < w; k++)
           sum += e[k];
       }
@@ -104,7 +104,7 @@ static void xent_task(void *ctx, int task, int thread) {
         float s = j->g / sum;
         for (int k0 = 0; k0 < j->V; k0 += 256) {
           int w = j->V - k0 < 256 ? j->V - k0 : 256;
-          NN_MAP((size_t)w, e, z + k0, nn_exp(v - mv));
+          j->k->exp_shift(e, z + k0, m, (size_t)w);
           for (int k = 0; k < w; k++)
             d[k0 + k] += e[k] * s - (k0 + k == y ? j->g : 0);
         }
@@ -131,7 +131,8 @@ int lk_nn_crossentropy(lk_nn *nn, double *loss, float *dlogits,
   int rc = nn__reserve(nn, "crossentropy", bytes, 0);
   if (rc < 0)
     return rc;
-  job j = {.N = N,
+  job j = {.k = nn->k,
+           .N = N,
            .V = V,
            .g = dloss / (float)N,
            .dlogits = dlogits,

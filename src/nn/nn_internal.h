@@ -19,20 +19,34 @@
  * (0 = the caller), which indexes the per-thread scratch. */
 typedef void (*nn_task_fn)(void *ctx, int task, int thread);
 
+/* kernels.h, one table per instruction set. */
+typedef struct nn_kernels {
+  const char *isa;
+  void (*gelu)(float *y, const float *x, size_t n);
+  /* dx += dy * gelu'(x) */
+  void (*gelu_grad)(float *dx, const float *dy, const float *x, size_t n);
+  void (*tanh)(float *y, const float *x, size_t n);
+  void (*sigmoid)(float *y, const float *x, size_t n);
+  /* y = e^(x - m) */
+  void (*exp_shift)(float *y, const float *x, float m, size_t n);
+} nn_kernels;
+extern const nn_kernels nn__kernels_base, nn__kernels_avx2, nn__kernels_avx512;
+
 struct lk_nn {
   int threads;
   bool portable; /* LK_NN_PORTABLE, or built without OpenBLAS */
+  const nn_kernels *k;
 
   /* The pool (threads.c): workers 1 .. threads-1; the caller is thread 0.
    * A job is published by bumping gen; tasks are claimed from next, so a
    * worker slowed by another process's load holds nobody up; each task
    * writes its own outputs, so who runs it changes nothing. */
   pthread_t *workers;
-  int started;          /* workers created */
-  _Atomic unsigned gen; /* job generation */
-  _Atomic int next;     /* next unclaimed task */
-  _Atomic int busy;     /* workers still inside the current job */
-  _Atomic int sleepers; /* workers blocked on wake */
+  int started;           /* workers created */
+  _Atomic unsigned gen;  /* job generation */
+  _Atomic int next;      /* next unclaimed task */
+  _Atomic uint64_t door; /* the job's generation, closed, workers in */
+  _Atomic int sleepers;  /* workers blocked on wake */
   _Atomic bool quit;
   pthread_mutex_t lock;
   pthread_cond_t wake;
