@@ -34,8 +34,9 @@
  *   pieces chosen from the sizes alone, never from the thread count, and
  *   no sum is ever split between threads. So the results are the same bit
  *   for bit at any thread count, and from run to run, on one machine with
- *   one build (OpenBLAS picks its kernels by CPU). A context is used by
- *   one thread at a time.
+ *   one build (OpenBLAS picks its kernels by CPU; the kit's own vector
+ *   width, lk_nn_isa, changes nothing). A context is used by one thread
+ *   at a time.
  * - No allocation on the way of a batch: the workspace grows to the
  *   largest need it has seen and stays. */
 #ifndef LOOPKIT_NN_H
@@ -57,9 +58,8 @@ typedef struct lk_rng lk_rng; /* loopkit/host.h */
 
 typedef struct lk_nn lk_nn;
 
-/* Flags of lk_nn_create. */
-/* Portable code only: the C product even with OpenBLAS, and 16-byte
- * vectors whatever the CPU has. */
+/* A flag of lk_nn_create: portable code only, the C product even with
+ * OpenBLAS and 16-byte vectors whatever the CPU has. */
 #define LK_NN_PORTABLE 1u
 
 /* A context with THREADS threads (the caller's included; 0: one per CPU

@@ -7,10 +7,6 @@
 
 #include "nn_internal.h"
 
-#ifdef LK_HAVE_BLAS
-#include <cblas.h>
-#endif
-
 #define ALIGN 64
 
 static size_t round_up(size_t n) {
@@ -48,13 +44,8 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
   if (nn->threads > NN_MAX_THREADS)
     nn->threads = NN_MAX_THREADS;
   nn->ws_limit = SIZE_MAX;
-#ifdef LK_HAVE_BLAS
-  nn->portable = (flags & LK_NN_PORTABLE) != 0;
-  if (!nn->portable)
-    openblas_set_num_threads(1);
-#else
-  nn->portable = true;
-#endif
+  /* OpenBLAS on one thread (gemm.c says why), or the portable product */
+  nn->portable = (flags & LK_NN_PORTABLE) || !nn__blas_open();
   nn->k = &nn__kernels_base;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (!(flags & LK_NN_PORTABLE)) {

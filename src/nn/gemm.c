@@ -24,6 +24,42 @@
 
 #ifdef LK_HAVE_BLAS
 #include <cblas.h>
+#include <dlfcn.h>
+
+/* OpenBLAS, loaded once and privately (RTLD_LOCAL), so that its cblas_*
+ * never enter the process's global scope: linked into libloopkit, they
+ * would replace the BLAS of every plugin loaded later (GSL's, under
+ * gsl_bfgs, whose iterates then changed by 3e-7). NULL if it cannot be
+ * loaded: the kit then runs the portable product. */
+static struct {
+  __typeof__(&cblas_sgemm) sgemm;
+  __typeof__(&openblas_set_num_threads) set_threads;
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_load(void) {
+  void *h = dlopen(LK_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return;
+  /* POSIX's way to take a function from dlsym */
+  void *f = dlsym(h, "cblas_sgemm"), *t = dlsym(h, "openblas_set_num_threads");
+  if (!f || !t)
+    return; /* the handle stays: the library is resident */
+  memcpy(&blas.sgemm, &f, sizeof f);
+  memcpy(&blas.set_threads, &t, sizeof t);
+}
+
+bool nn__blas_open(void) {
+  pthread_once(&blas_once, blas_load);
+  if (!blas.sgemm)
+    return false;
+  blas.set_threads(1);
+  return true;
+}
+#else
+bool nn__blas_open(void) {
+  return false;
+}
 #endif
 
 #define TILE_MIN 128     /* rows or columns of C */
@@ -55,9 +91,9 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
   if (!nn->portable) {
     if (beta == 0) /* some OpenBLAS versions scale C by 0: NaN would stay */
       scale_c(m, n, 0, c, ldc);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, ldc);
+    blas.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+               tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+               beta, c, ldc);
     return;
   }
 #else

@@ -74,6 +74,9 @@ int nn__reserve(lk_nn *nn, const char *layer, size_t shared, size_t per_thread);
 void *nn__shared(lk_nn *nn);
 void *nn__scratch(lk_nn *nn, int thread);
 
+/* gemm.c: loads OpenBLAS (once) and sets its threads to 1; false if the
+ * build has none or it cannot be loaded. */
+bool nn__blas_open(void);
 /* gemm.c: one product on the calling thread (OpenBLAS or the portable
  * loop, as the context says), for kernels that cut their own work. */
 void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
