@@ -1,7 +1,8 @@
 /* Batch norm over N and HW per channel, as nn.BatchNorm1d/2d.
  *   inp, out [N, C, HW]; weight, bias, mean, rstd, running_* [C]
- * Statistics in double (as torch's CPU kernel accumulates them), two
- * passes: the mean, then the squared deviations from it. The output is
+ * Statistics in double (as torch's CPU kernel accumulates them) over the
+ * f32-lane sums of each plane (vmath.h), two passes: the mean, then the
+ * squared deviations from it. The output is
  * x * alpha + beta with alpha = rstd * weight, beta = bias - mean * alpha,
  * torch's form (batch_norm_kernel.cpp), and so is the backward:
  *   sum = sum(dy), dot = sum((x - mean) dy), dweight += dot rstd,
@@ -14,6 +15,7 @@
 #include <math.h>
 
 #include "nn_internal.h"
+#include "vmath.h"
 
 #define LAYER "batchnorm"
 #define CB 64
@@ -56,21 +58,14 @@ static void forward_task(void *ctx, int task, int thread) {
     double sum[CB] = {0}, var[CB] = {0};
     double m = (double)j->N * j->HW;
     for (int n = 0; n < j->N; n++)
-      for (int c = c0; c < c1; c++) {
-        const float *x = j->inp + AT(j, n, c);
-        for (int p = 0; p < j->HW; p++)
-          sum[c - c0] += x[p];
-      }
+      for (int c = c0; c < c1; c++)
+        sum[c - c0] += nn_sum(j->inp + AT(j, n, c), (size_t)j->HW);
     for (int c = c0; c < c1; c++)
       mean[c - c0] = (float)(sum[c - c0] / m);
     for (int n = 0; n < j->N; n++)
-      for (int c = c0; c < c1; c++) {
-        const float *x = j->inp + AT(j, n, c);
-        double mu = mean[c - c0], s = 0;
-        for (int p = 0; p < j->HW; p++)
-          s += (x[p] - mu) * (x[p] - mu);
-        var[c - c0] += s;
-      }
+      for (int c = c0; c < c1; c++)
+        var[c - c0] +=
+            nn_sumsq(j->inp + AT(j, n, c), mean[c - c0], (size_t)j->HW);
     for (int c = c0; c < c1; c++) {
       double v = var[c - c0] / m;
       float r = (float)(1 / sqrt(v + (double)j->eps));
@@ -148,14 +143,8 @@ static void backward_task(void *ctx, int task, int thread) {
   for (int n = 0; n < j->N; n++)
     for (int c = c0; c < c1; c++) {
       const float *x = j->inp + AT(j, n, c), *dy = j->dout + AT(j, n, c);
-      float mu = j->cmean[c];
-      double s = 0, d = 0;
-      for (int p = 0; p < j->HW; p++) {
-        s += dy[p];
-        d += (double)(x[p] - mu) * dy[p];
-      }
-      sum[c - c0] += s;
-      dot[c - c0] += d;
+      sum[c - c0] += nn_sum(dy, (size_t)j->HW);
+      dot[c - c0] += nn_dotsub(x, j->cmean[c], dy, (size_t)j->HW);
     }
   double m = (double)j->N * j->HW;
   for (int c = c0; c < c1; c++) {

@@ -1,13 +1,15 @@
 /* Layer norm over the last dimension, as nn.LayerNorm(C) (llm.c's
  * layernorm_forward and layernorm_backward).
  *   inp, out [N, C]; weight, bias [C]; mean, rstd [N]
- * A row's statistics in double, mean then squared deviations. The
+ * A row's statistics in f32 lanes (vmath.h's sums), mean then squared
+ * deviations, as torch sums them in f32 too. The
  * backward is one job of two kinds of tasks: runs of rows for dinp (each
  * row on its own), and runs of columns for dweight and dbias, which sum
  * over every row in order (a sum is never split between threads). */
 #include <math.h>
 
 #include "nn_internal.h"
+#include "vmath.h"
 
 #define LAYER "layernorm"
 #define GRAIN 8192 /* values per task at least */
@@ -28,22 +30,21 @@ static int check(int N, int C) {
 static void forward_task(void *ctx, int task, int thread) {
   (void)thread;
   const job *j = ctx;
-  size_t lo, hi;
+  size_t lo, hi, C = (size_t)j->C;
   nn__range((size_t)j->N, j->row_parts, task, &lo, &hi);
   for (size_t i = lo; i < hi; i++) {
-    const float *x = j->inp + i * (size_t)j->C;
-    float *y = j->out + i * (size_t)j->C;
-    double s = 0, v = 0;
-    for (int c = 0; c < j->C; c++)
-      s += x[c];
-    float m = (float)(s / j->C);
-    for (int c = 0; c < j->C; c++)
-      v += (double)(x[c] - m) * (x[c] - m);
-    float r = (float)(1 / sqrt(v / j->C + (double)j->eps));
-    for (int c = 0; c < j->C; c++) {
-      float n = (x[c] - m) * r;
-      y[c] = n * (j->weight ? j->weight[c] : 1) + (j->bias ? j->bias[c] : 0);
-    }
+    const float *x = j->inp + i * C;
+    float *y = j->out + i * C;
+    float m = nn_sum(x, C) / (float)C;
+    float r = (float)(1 / sqrt((double)nn_sumsq(x, m, C) / (double)C +
+                               (double)j->eps));
+    const float *w = j->weight, *b = j->bias;
+    if (w && b) /* one loop each, so that each vectorizes */
+      for (size_t c = 0; c < C; c++)
+        y[c] = (x[c] - m) * r * w[c] + b[c];
+    else
+      for (size_t c = 0; c < C; c++)
+        y[c] = (x[c] - m) * r * (w ? w[c] : 1) + (b ? b[c] : 0);
     j->mean[i] = m;
     j->rstd[i] = r;
   }
@@ -72,27 +73,48 @@ int lk_nn_layernorm_forward(lk_nn *nn, float *out, float *mean, float *rstd,
   return 0;
 }
 
+/* Over a row: A = sum of d = weight dy, B = sum of d (x - m). */
+static void row_sums(const float *x, const float *dy, const float *w, float m,
+                     size_t C, float *sa, float *sb) {
+  nn_vf a0 = nn_splat(0), a1 = a0, b0 = a0, b1 = a0, mv = nn_splat(m);
+  size_t c = 0;
+  for (; c + 2 * NN_W <= C; c += 2 * NN_W) {
+    nn_vf d0 = nn_load(dy + c), d1 = nn_load(dy + c + NN_W);
+    if (w) {
+      d0 *= nn_load(w + c);
+      d1 *= nn_load(w + c + NN_W);
+    }
+    a0 += d0;
+    a1 += d1;
+    b0 += d0 * (nn_load(x + c) - mv);
+    b1 += d1 * (nn_load(x + c + NN_W) - mv);
+  }
+  float A = nn_lanes(a0, a1), B = nn_lanes(b0, b1);
+  for (; c < C; c++) {
+    float d = (w ? w[c] : 1) * dy[c];
+    A += d;
+    B += d * (x[c] - m);
+  }
+  *sa = A;
+  *sb = B;
+}
+
 static void backward_rows(const job *j, int task) {
-  size_t lo, hi;
+  size_t lo, hi, C = (size_t)j->C;
   nn__range((size_t)j->N, j->row_parts, task, &lo, &hi);
   for (size_t i = lo; i < hi; i++) {
-    const float *x = j->inp + i * (size_t)j->C;
-    const float *dy = j->dout + i * (size_t)j->C;
-    float *dx = j->dinp + i * (size_t)j->C;
-    float m = j->cmean[i], r = j->crstd[i];
+    const float *x = j->inp + i * C, *dy = j->dout + i * C, *w = j->weight;
+    float *dx = j->dinp + i * C;
+    float m = j->cmean[i], r = j->crstd[i], A, B;
+    row_sums(x, dy, w, m, C, &A, &B);
     /* the means of dnorm = weight dy and of dnorm * norm */
-    float a = 0, b = 0;
-    for (int c = 0; c < j->C; c++) {
-      float n = (x[c] - m) * r, d = (j->weight ? j->weight[c] : 1) * dy[c];
-      a += d;
-      b += d * n;
-    }
-    a /= (float)j->C;
-    b /= (float)j->C;
-    for (int c = 0; c < j->C; c++) {
-      float n = (x[c] - m) * r, d = (j->weight ? j->weight[c] : 1) * dy[c];
-      dx[c] += (d - a - n * b) * r;
-    }
+    float a = A / (float)C, b = B * r / (float)C;
+    if (w)
+      for (size_t c = 0; c < C; c++)
+        dx[c] += (w[c] * dy[c] - a - (x[c] - m) * r * b) * r;
+    else
+      for (size_t c = 0; c < C; c++)
+        dx[c] += (dy[c] - a - (x[c] - m) * r * b) * r;
   }
 }
 

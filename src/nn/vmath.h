@@ -198,6 +198,21 @@ static inline float nn_dot(const float *x, const float *y, size_t n) {
   return s;
 }
 
+/* sum (x - m) y over [0, n) */
+static inline float nn_dotsub(const float *x, float m, const float *y,
+                              size_t n) {
+  nn_vf a = nn_splat(0), b = nn_splat(0), mv = nn_splat(m);
+  size_t i = 0;
+  for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+    a += (nn_load(x + i) - mv) * nn_load(y + i);
+    b += (nn_load(x + i + NN_W) - mv) * nn_load(y + i + NN_W);
+  }
+  float s = nn_lanes(a, b);
+  for (; i < n; i++)
+    s += (x[i] - m) * y[i];
+  return s;
+}
+
 /* Applies EXPR (of the nn_vf named v, whose lanes are elements i ...) to
  * every element of [0, n), the tail on a padded copy so that every value
  * goes through the vector code. IN may be an output: each block is read
