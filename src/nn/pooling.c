@@ -79,6 +79,15 @@ static int planes_per_task(const geom *g) {
 
 /* ---- max ----------------------------------------------------------------- */
 
+/* The even (K = 0) or odd (K = 1) lanes of A then B. */
+#if NN_W == 4 && (defined(__clang__) || __GNUC__ >= 12)
+#define NN_EVEN_ODD(a, b, k)                                                   \
+  __builtin_shufflevector(a, b, 0 + (k), 2 + (k), 4 + (k), 6 + (k))
+#elif NN_W == 4 && defined(__GNUC__)
+#define NN_EVEN_ODD(a, b, k)                                                   \
+  __builtin_shuffle(a, b, (nn_vi){0 + (k), 2 + (k), 4 + (k), 6 + (k)})
+#endif
+
 /* The outputs whose window lies inside the input, [lo, hi) along one side
  * of S inputs: the vector paths' range. */
 static void interior(int S, int K, int stride, int pad, int O, int *lo,
@@ -119,33 +128,74 @@ static void max_one(const geom *g, const float *x, int oh, int ow, float *y,
   arg[oh * g->OW + ow] = best;
 }
 
+#if NN_W == 4
+/* Outputs [ow, ow + 4) of row oh, inside the input: four lanes, the steps
+ * of max_one in each. */
+static void max4(const geom *g, const float *x, int oh, int ow, float *y,
+                 int32_t *arg) {
+  int32_t i0 = (oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw;
+  nn_vi base = i0 + (nn_vi){0, g->sw, 2 * g->sw, 3 * g->sw}, best = base;
+  nn_vf m = nn_splat(-INFINITY);
+  for (int kh = 0; kh < g->KH; kh++)
+    for (int kw = 0; kw < g->KW; kw++) {
+      nn_vi i = base + (kh * g->W + kw);
+      nn_vf v = {x[i[0]], x[i[1]], x[i[2]], x[i[3]]};
+      nn_vi take = (v > m) | (v != v);
+      m = nn_sel(take, v, m);
+      best = (i & take) | (best & ~take);
+    }
+  nn_store(y + oh * g->OW + ow, m);
+  memcpy(arg + oh * g->OW + ow, &best, sizeof best);
+}
+
+#ifdef NN_EVEN_ODD
+/* The same for 2 x 2 windows of stride 2: each of the two rows is two
+ * loads, split into the windows' left and right values. */
+static void max4_2x2(const geom *g, const float *x, int oh, int ow, float *y,
+                     int32_t *arg) {
+  int32_t i0 = (oh * 2 - g->ph) * g->W + ow * 2 - g->pw;
+  nn_vi base = i0 + (nn_vi){0, 2, 4, 6}, best = base;
+  nn_vf m = nn_splat(-INFINITY);
+  for (int kh = 0; kh < 2; kh++) {
+    const float *r = x + i0 + kh * g->W;
+    nn_vf a = nn_load(r), b = nn_load(r + 4);
+    nn_vf v[2] = {NN_EVEN_ODD(a, b, 0), NN_EVEN_ODD(a, b, 1)};
+    for (int kw = 0; kw < 2; kw++) {
+      nn_vi i = base + (kh * g->W + kw);
+      nn_vi take = (v[kw] > m) | (v[kw] != v[kw]);
+      m = nn_sel(take, v[kw], m);
+      best = (i & take) | (best & ~take);
+    }
+  }
+  nn_store(y + oh * g->OW + ow, m);
+  memcpy(arg + oh * g->OW + ow, &best, sizeof best);
+}
+#endif
+#endif
+
 static void max_plane(const geom *g, const float *x, float *y, int32_t *arg) {
   int hlo, hhi, wlo, whi;
   interior(g->H, g->KH, g->sh, g->ph, g->OH, &hlo, &hhi);
   interior(g->W, g->KW, g->sw, g->pw, g->OW, &wlo, &whi);
+#if NN_W == 4
+  void (*four)(const geom *, const float *, int, int, float *, int32_t *) =
+      max4;
+#ifdef NN_EVEN_ODD
+  if (g->KH == 2 && g->KW == 2 && g->sh == 2 && g->sw == 2)
+    four = max4_2x2;
+#endif
+#endif
   for (int oh = 0; oh < g->OH; oh++) {
     int ow = 0;
 #if NN_W == 4
-    if (oh >= hlo && oh < hhi) {
+    if (oh >= hlo && oh < hhi && whi - wlo >= 4) {
       for (; ow < wlo; ow++)
         max_one(g, x, oh, ow, y, arg);
-      /* four outputs at a time, the same steps in each lane */
-      for (; ow + 4 <= whi; ow += 4) {
-        int32_t i0 = (oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw;
-        nn_vi step = {0, g->sw, 2 * g->sw, 3 * g->sw}, base = i0 + step;
-        nn_vf m = nn_splat(-INFINITY);
-        nn_vi best = base;
-        for (int kh = 0; kh < g->KH; kh++)
-          for (int kw = 0; kw < g->KW; kw++) {
-            nn_vi i = base + (kh * g->W + kw);
-            nn_vf v = {x[i[0]], x[i[1]], x[i[2]], x[i[3]]};
-            nn_vi take = (v > m) | (v != v);
-            m = nn_sel(take, v, m);
-            best = (i & take) | (best & ~take);
-          }
-        nn_store(y + oh * g->OW + ow, m);
-        memcpy(arg + oh * g->OW + ow, &best, sizeof best);
-      }
+      for (; ow + 4 <= whi; ow += 4)
+        four(g, x, oh, ow, y, arg);
+      if (ow < whi) /* the last four again: the same values, no tail */
+        four(g, x, oh, whi - 4, y, arg);
+      ow = whi;
     }
 #endif
     for (; ow < g->OW; ow++)
@@ -232,6 +282,22 @@ static void avg_one(const geom *g, const float *x, int oh, int ow, float *y) {
   y[oh * g->OW + ow] = h0 < h1 && w0 < w1 ? s / (float)div : 0;
 }
 
+#if NN_W == 4
+static void avg4(const geom *g, const float *x, int oh, int ow, float *y) {
+  int32_t i0 = (oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw;
+  nn_vi base = i0 + (nn_vi){0, g->sw, 2 * g->sw, 3 * g->sw};
+  nn_vf s = nn_splat(0);
+  for (int kh = 0; kh < g->KH; kh++)
+    for (int kw = 0; kw < g->KW; kw++) {
+      nn_vi i = base + (kh * g->W + kw);
+      nn_vf v = {x[i[0]], x[i[1]], x[i[2]], x[i[3]]};
+      s += v;
+    }
+  /* inside the input, torch's divisor is the window */
+  nn_store(y + oh * g->OW + ow, s / nn_splat((float)(g->KH * g->KW)));
+}
+#endif
+
 static void avg_plane(const geom *g, const float *x, float *y) {
   int hlo, hhi, wlo, whi;
   interior(g->H, g->KH, g->sh, g->ph, g->OH, &hlo, &hhi);
@@ -239,22 +305,14 @@ static void avg_plane(const geom *g, const float *x, float *y) {
   for (int oh = 0; oh < g->OH; oh++) {
     int ow = 0;
 #if NN_W == 4
-    if (oh >= hlo && oh < hhi) {
+    if (oh >= hlo && oh < hhi && whi - wlo >= 4) {
       for (; ow < wlo; ow++)
         avg_one(g, x, oh, ow, y);
-      nn_vf div = nn_splat((float)(g->KH * g->KW)); /* inside: the window */
-      for (; ow + 4 <= whi; ow += 4) {
-        int32_t i0 = (oh * g->sh - g->ph) * g->W + ow * g->sw - g->pw;
-        nn_vi step = {0, g->sw, 2 * g->sw, 3 * g->sw}, base = i0 + step;
-        nn_vf s = nn_splat(0);
-        for (int kh = 0; kh < g->KH; kh++)
-          for (int kw = 0; kw < g->KW; kw++) {
-            nn_vi i = base + (kh * g->W + kw);
-            nn_vf v = {x[i[0]], x[i[1]], x[i[2]], x[i[3]]};
-            s += v;
-          }
-        nn_store(y + oh * g->OW + ow, s / div);
-      }
+      for (; ow + 4 <= whi; ow += 4)
+        avg4(g, x, oh, ow, y);
+      if (ow < whi)
+        avg4(g, x, oh, whi - 4, y);
+      ow = whi;
     }
 #endif
     for (; ow < g->OW; ow++)

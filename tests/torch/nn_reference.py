@@ -312,7 +312,10 @@ conv("conv_stride3", 2, 2, 11, 9, 2, 4, 3, 3, 2, 2, 1, True)
 pool("maxpool_pad", "max", 2, 3, 7, 6, 3, 2, 2, 2, 1, 1)
 pool("maxpool_default", "max", 2, 2, 6, 6, 2, 2, 0, 0, 0, 0)
 pool("maxpool_overlap", "max", 1, 2, 5, 5, 3, 3, 1, 1, 1, 1)
+pool("maxpool_2x2", "max", 2, 3, 12, 18, 2, 2, 0, 0, 0, 0)  # the 2x2 path
+pool("maxpool_wide", "max", 2, 2, 15, 20, 3, 3, 2, 2, 1, 1)  # vectors, edges
 pool("avgpool_pad", "avg", 2, 3, 7, 6, 3, 3, 2, 2, 1, 1)
+pool("avgpool_wide", "avg", 2, 2, 15, 21, 3, 3, 2, 2, 1, 1)
 pool("avgpool_default", "avg", 2, 2, 6, 5, 2, 2, 0, 0, 0, 0)
 batchnorm("bn2d_train", (4, 3, 5, 4), True)
 batchnorm("bn2d_eval", (4, 3, 5, 4), False)
