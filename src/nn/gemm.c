@@ -2,7 +2,7 @@
  * portable loop, run on tiles of C by the kit's own threads.
  *
  * Why not OpenBLAS's threads: measured on this project's machine (2 cores
- * of a Zen 4, OpenBLAS 0.3.21 with its Haswell kernels) on the products of
+ * of an AMD EPYC, OpenBLAS 0.3.21 with its Haswell kernels) on the products of
  * bench/nn_layers, a one-thread sgemm on each half of C run by two spinning
  * kit threads gave 1.7x to 2.1x one thread's speed, OpenBLAS's own two
  * threads 1.25x to 1.75x (64x128x3136: 1.6x against 1.45x; 768x384x128:
@@ -17,7 +17,13 @@
  * N and K only; each is one call, whoever runs it. Measured on one
  * thread, 4 tiles instead of 1 cost 1% to 4%; tiles are at least 128 wide
  * and 4 MFLOP, and their number is a power of two (even shares for 1, 2, 4
- * threads). */
+ * threads).
+ *
+ * OpenBLAS 0.3.21 runs its Haswell kernels on AMD's AVX-512 CPUs (it
+ * predates them); OPENBLAS_CORETYPE=SKYLAKEX in the environment doubles
+ * its one-thread sgemm there (100 to 200 GFLOP/s at 768x384x128 and
+ * 1536^3). It must be set before the process starts; bench/nn_layers says
+ * when it applies. */
 #include <string.h>
 
 #include "nn_internal.h"
