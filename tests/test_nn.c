@@ -3,15 +3,18 @@
  * 1. every layer against torch 1.13 (tests/data/nn.ref, written by
  *    tests/torch/nn_reference.py): forward outputs, saved statistics and
  *    every gradient, with the gradients added into buffers that already
- *    hold values (the kit adds), on one thread and three with OpenBLAS and
- *    on two with the portable product; and wrongly configured layers
+ *    hold values (the kit adds), on one thread and three with OpenBLAS, on
+ *    two with the portable code, on three with the kit's own product in
+ *    the widest vectors; and wrongly configured layers
  *    against the same references, which must fail the comparison;
  * 2. the matrix product against a double-precision one, every case;
  * 3. every layer's backward against central differences;
  * 4. bit-identical results at 1, 2 and 3 threads, and from run to run;
  * 5. errors: bad sizes, bad indices, a workspace over its limit;
  * 6. dropout's masks: determined by the generator, which advances by one
- *    draw a call.
+ *    draw a call;
+ * 7. the kernels in the CPU's widest vectors against the 16-byte ones (the
+ *    same bits), and the pool under many small jobs.
  *
  * THE TOLERANCE against torch, element by element:
  *     |got - want| <= 1e-5 * max(|want|, 0.1 * max_j |want_j|)
@@ -305,7 +308,8 @@ typedef struct config {
 
 static const config configs[] = {{"1 thread", 1, 0},
                                  {"3 threads", 3, 0},
-                                 {"portable, 2 threads", 2, LK_NN_PORTABLE}};
+                                 {"portable, 2 threads", 2, LK_NN_PORTABLE},
+                                 {"no BLAS, 3 threads", 3, LK_NN_NO_BLAS}};
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
 static lk_nn *open_nn(int threads, unsigned flags) {
@@ -886,14 +890,15 @@ static void wrong_layers_fail(void **state) {
 
 /* ---- 2. the product ------------------------------------------------------ */
 
-/* One product with padded leading dimensions against a double one:
+/* One product with padded leading dimensions against a double one, on
+ * every context of NNS (the reference is made once):
  * |c - want| <= 1e-5 (K + 1) for values in [-1, 1]. */
-static void check_gemm(lk_nn *nn, bool ta, bool tb, int m, int n, int k,
-                       float alpha, float beta) {
+static void check_gemm(lk_nn *const *nns, int count, bool ta, bool tb, int m,
+                       int n, int k, float alpha, float beta) {
   int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   int lda = ac + 3, ldb = bc + 1, ldc = n + 2;
   float *a = zeros((size_t)ar * lda), *b = zeros((size_t)br * ldb),
-        *c = zeros((size_t)m * ldc);
+        *c0 = zeros((size_t)m * ldc), *c = zeros((size_t)m * ldc);
   double *want = calloc((size_t)m * n + 1, sizeof *want);
   assert_non_null(want);
   for (size_t i = 0; i < (size_t)ar * lda; i++)
@@ -901,7 +906,7 @@ static void check_gemm(lk_nn *nn, bool ta, bool tb, int m, int n, int k,
   for (size_t i = 0; i < (size_t)br * ldb; i++)
     b[i] = value(i, 2);
   for (size_t i = 0; i < (size_t)m * ldc; i++) /* beta = 0 must not read C */
-    c[i] = beta == 0 ? NAN : value(i, 3);
+    c0[i] = beta == 0 ? NAN : value(i, 3);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       double s = 0;
@@ -909,32 +914,38 @@ static void check_gemm(lk_nn *nn, bool ta, bool tb, int m, int n, int k,
         s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) *
              (tb ? b[j * ldb + p] : b[p * ldb + j]);
       want[i * n + j] =
-          alpha * s + (beta == 0 ? 0 : (double)beta * c[i * ldc + j]);
+          alpha * s + (beta == 0 ? 0 : (double)beta * c0[i * ldc + j]);
     }
-  float pad = m > 0 ? c[n] : 0;
-  OK(lk_nn_sgemm(nn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double err = fabs(c[i * ldc + j] - want[i * n + j]);
-      if (!(err <= 1e-5 * (k + 1))) {
-        print_error("%s %s%s m=%d n=%d k=%d alpha=%g beta=%g: C[%d,%d] = "
-                    "%.9g, expected %.9g\n",
-                    lk_nn_backend(nn), ta ? "T" : "N", tb ? "T" : "N", m, n, k,
-                    alpha, beta, i, j, c[i * ldc + j], want[i * n + j]);
-        fail();
+  for (int x = 0; x < count; x++) {
+    lk_nn *nn = nns[x];
+    memcpy(c, c0, (size_t)m * ldc * sizeof *c);
+    OK(lk_nn_sgemm(nn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) {
+        double err = fabs(c[i * ldc + j] - want[i * n + j]);
+        if (!(err <= 1e-5 * (k + 1))) {
+          print_error("%s/%s, %d threads, %s%s m=%d n=%d k=%d alpha=%g "
+                      "beta=%g: C[%d,%d] = %.9g, expected %.9g\n",
+                      lk_nn_backend(nn), lk_nn_isa(nn), lk_nn_threads(nn),
+                      ta ? "T" : "N", tb ? "T" : "N", m, n, k, alpha, beta, i,
+                      j, c[i * ldc + j], want[i * n + j]);
+          fail();
+        }
       }
-    }
-  if (m > 0 && beta != 0)
-    assert_true(c[n] == pad); /* the padding past a row is not touched */
+    if (m > 0 && beta != 0) /* the padding past a row is not touched */
+      assert_true(c[n] == c0[n]);
+  }
   free(a);
   free(b);
   free(c);
+  free(c0);
   free(want);
 }
 
 /* Every transpose case, alpha and beta, on shapes that hit the special
  * paths: one row or column, K past the portable blocks (128), several
- * tiles along M (520 = 4 x 130) and along N. */
+ * tiles along M (520 = 4 x 130) and along N; with OpenBLAS, the portable
+ * product and the kit's in the widest vectors, on 1 and 3 threads. */
 static void gemm_cases(void **state) {
   (void)state;
   static const int shapes[][3] = {{1, 10, 300},  {7, 1, 33},    {3, 5, 1},
@@ -942,27 +953,29 @@ static void gemm_cases(void **state) {
                                   {64, 128, 64}, {1, 1, 1},     {130, 7, 129},
                                   {520, 40, 64}, {40, 520, 64}, {9, 300, 300}};
   static const float betas[] = {0, 1, 0.5f};
-  static const int threads[] = {1, 3};
-  for (int f = 0; f < 2; f++)
-    for (int t = 0; t < 2; t++) {
-      lk_nn *nn = open_nn(threads[t], f ? LK_NN_PORTABLE : 0);
-      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int tr = 0; tr < 4; tr++)
-          for (int bi = 0; bi < 3; bi++)
-            check_gemm(nn, tr & 1, tr & 2, shapes[s][0], shapes[s][1],
-                       shapes[s][2], bi == 2 ? -0.75f : 1.0f, betas[bi]);
-      /* empty products leave beta C, as BLAS defines them */
-      float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {1, 1, 1, 1};
-      OK(lk_nn_sgemm(nn, false, false, 2, 2, 2, 0, a, 2, b, 2, 2, c, 2));
-      for (int i = 0; i < 4; i++)
-        assert_true(c[i] == 2);
-      OK(lk_nn_sgemm(nn, false, false, 2, 2, 0, 1, NULL, 2, NULL, 2, 0, c, 2));
-      for (int i = 0; i < 4; i++)
-        assert_true(c[i] == 0);
-      OK(lk_nn_sgemm(nn, false, false, 0, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL,
-                     2));
-      lk_nn_free(nn);
-    }
+  static const unsigned flags[] = {0, LK_NN_PORTABLE, LK_NN_NO_BLAS};
+  lk_nn *nns[6];
+  for (int f = 0; f < 3; f++)
+    for (int t = 0; t < 2; t++)
+      nns[2 * f + t] = open_nn(t ? 3 : 1, flags[f]);
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int bi = 0; bi < 3; bi++)
+        check_gemm(nns, 6, tr & 1, tr & 2, shapes[s][0], shapes[s][1],
+                   shapes[s][2], bi == 2 ? -0.75f : 1.0f, betas[bi]);
+  for (int x = 0; x < 6; x++) {
+    lk_nn *nn = nns[x];
+    /* empty products leave beta C, as BLAS defines them */
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {1, 1, 1, 1};
+    OK(lk_nn_sgemm(nn, false, false, 2, 2, 2, 0, a, 2, b, 2, 2, c, 2));
+    for (int i = 0; i < 4; i++)
+      assert_true(c[i] == 2);
+    OK(lk_nn_sgemm(nn, false, false, 2, 2, 0, 1, NULL, 2, NULL, 2, 0, c, 2));
+    for (int i = 0; i < 4; i++)
+      assert_true(c[i] == 0);
+    OK(lk_nn_sgemm(nn, false, false, 0, 2, 2, 1, NULL, 2, NULL, 2, 0, NULL, 2));
+    lk_nn_free(nn);
+  }
 }
 
 /* ---- 3. gradients against central differences ---------------------------- */
@@ -1583,8 +1596,9 @@ static void everything(lk_nn *nn, outbuf *o) {
 
 static void same_at_any_thread_count(void **state) {
   (void)state;
-  for (int f = 0; f < 2; f++) {
-    unsigned flags = f ? LK_NN_PORTABLE : 0;
+  static const unsigned settings[] = {0, LK_NN_PORTABLE, LK_NN_NO_BLAS};
+  for (int f = 0; f < 3; f++) {
+    unsigned flags = settings[f];
     outbuf ref = {0}, o = {0};
     lk_nn *nn1 = open_nn(1, flags);
     everything(nn1, &ref);
@@ -1650,6 +1664,22 @@ static void isa_agree(void **state) {
   assert_true(l0 == l1);
   assert_memory_equal(p0, p1, (size_t)N * V * sizeof *p0);
   free(x), free(d), free(g0), free(g1), free(p0), free(p1);
+  lk_nn_free(wide);
+  lk_nn_free(base);
+  /* the kit's own product too: the widest against 16 bytes, every case */
+  wide = open_nn(2, LK_NN_NO_BLAS), base = open_nn(2, LK_NN_PORTABLE);
+  int m = 300, nn_ = 77, k = 333;
+  float *a = filled((size_t)m * k, 3), *b = filled((size_t)k * nn_, 4);
+  float *c0 = filled((size_t)m * nn_, 5), *c1 = copy(c0, (size_t)m * nn_);
+  for (int tr = 0; tr < 4; tr++) {
+    bool ta = tr & 1, tb = tr & 2;
+    OK(lk_nn_sgemm(wide, ta, tb, m, nn_, k, 0.5f, a, ta ? m : k, b,
+                   tb ? k : nn_, 0.25f, c0, nn_));
+    OK(lk_nn_sgemm(base, ta, tb, m, nn_, k, 0.5f, a, ta ? m : k, b,
+                   tb ? k : nn_, 0.25f, c1, nn_));
+    assert_memory_equal(c0, c1, (size_t)m * nn_ * sizeof *c0);
+  }
+  free(a), free(b), free(c0), free(c1);
   lk_nn_free(wide);
   lk_nn_free(base);
 }
@@ -1897,7 +1927,11 @@ static void context(void **state) {
   nn = open_nn(2, LK_NN_PORTABLE);
   assert_int_equal(lk_nn_threads(nn), 2);
   assert_string_equal(lk_nn_backend(nn), "portable");
+  assert_string_equal(lk_nn_isa(nn), "base");
   assert_int_equal(lk_nn_workspace_size(nn), 0);
+  lk_nn_free(nn);
+  nn = open_nn(1, LK_NN_NO_BLAS);
+  assert_string_equal(lk_nn_backend(nn), "portable");
   lk_nn_free(nn);
   lk_nn_free(NULL);
 }

@@ -58,9 +58,12 @@ typedef struct lk_rng lk_rng; /* loopkit/host.h */
 
 typedef struct lk_nn lk_nn;
 
-/* A flag of lk_nn_create: portable code only, the C product even with
- * OpenBLAS and 16-byte vectors whatever the CPU has. */
+/* Flags of lk_nn_create. PORTABLE: portable code only, the kit's own
+ * product even with OpenBLAS and 16-byte vectors whatever the CPU has.
+ * NO_BLAS: the kit's own product, in the CPU's widest vectors (the same
+ * bits as PORTABLE's, faster). */
 #define LK_NN_PORTABLE 1u
+#define LK_NN_NO_BLAS 2u
 
 /* A context with THREADS threads (the caller's included; 0: one per CPU
  * the process may run on). With OpenBLAS, its own threading is set to 1
@@ -70,11 +73,11 @@ typedef struct lk_nn lk_nn;
 LK_API int lk_nn_create(lk_nn **out, int threads, unsigned flags);
 LK_API void lk_nn_free(lk_nn *nn);
 LK_API int lk_nn_threads(const lk_nn *nn);
-/* "openblas" or "portable": what lk_nn_sgemm runs. */
+/* "openblas" or "portable" (the kit's own): what lk_nn_sgemm runs. */
 LK_API const char *lk_nn_backend(const lk_nn *nn);
-/* The vectors of the exp-based kernels (GELU, tanh, sigmoid, softmax):
- * "avx512", "avx2" or "base" (LK_NN_PORTABLE: always "base"). All give the
- * same results; only the speed differs. */
+/* The vectors of the kit's own kernels (GELU, tanh, sigmoid, softmax, and
+ * its product): "avx512", "avx2" or "base" (LK_NN_PORTABLE: always
+ * "base"). All give the same results; only the speed differs. */
 LK_API const char *lk_nn_isa(const lk_nn *nn);
 /* Bytes of scratch memory the context holds now. */
 LK_API size_t lk_nn_workspace_size(const lk_nn *nn);

@@ -34,9 +34,10 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
                    "lk_nn_create: threads is %d; expected 0 (one per CPU) "
                    "to %d",
                    threads, NN_MAX_THREADS);
-  if (flags & ~LK_NN_PORTABLE)
+  unsigned known = LK_NN_PORTABLE | LK_NN_NO_BLAS;
+  if (flags & ~known)
     return lk__err(LK_EINVAL, "lk_nn_create: unknown flags 0x%x",
-                   flags & ~LK_NN_PORTABLE);
+                   flags & ~known);
   lk_nn *nn = calloc(1, sizeof *nn);
   if (!nn)
     return lk__err(LK_ENOMEM, "lk_nn_create: out of memory");
@@ -45,7 +46,7 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
     nn->threads = NN_MAX_THREADS;
   nn->ws_limit = SIZE_MAX;
   /* OpenBLAS on one thread (gemm.c says why), or the portable product */
-  nn->portable = (flags & LK_NN_PORTABLE) || !nn__blas_open();
+  nn->portable = (flags & known) || !nn__blas_open();
   nn->k = &nn__kernels_base;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (!(flags & LK_NN_PORTABLE)) {

@@ -102,10 +102,8 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
                beta, c, ldc);
     return;
   }
-#else
-  (void)nn;
 #endif
-  nn__sgemm_portable(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  nn->k->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void nn__gemm_plan(nn_gemm *g) {

@@ -1,13 +1,15 @@
-/* The kit's exp-based elementwise kernels, compiled once per instruction
- * set: kernels_base.c (NN_VBYTES 16, no target: SSE2, NEON, or scalar),
- * and on x86-64 kernels_avx2.c (32) and kernels_avx512.c (64). Each
- * defines NN_KERNELS, the table's name, and NN_ISA before including this.
- * lk_nn_create picks the widest the CPU runs; vmath.h explains why all
- * three give the same bits. Measured on this project's machine (AMD EPYC,
- * AVX-512, one thread), GELU's forward and backward over 768 x 512: 6.2 ns
- * a value with 16-byte vectors, 2.6 ns with 32-byte ones, 1.6 ns with
- * 64-byte ones. */
+/* The kit's exp-based elementwise kernels and its own product
+ * (gemm_kernel.h), compiled once per instruction set: kernels_base.c (NN_VBYTES
+ * 16, no target: SSE2, NEON, or scalar), and on x86-64 kernels_avx2.c (32) and
+ * kernels_avx512.c (64). Each defines NN_KERNELS, the table's name, and NN_ISA
+ * before including this. lk_nn_create picks the widest the CPU runs; vmath.h
+ * explains why all three give the same bits. Measured on this project's machine
+ * (AMD EPYC, AVX-512, one thread), GELU's forward and backward over 768 x
+ * 512: 6.2 ns a value with 16-byte vectors, 2.6 ns with 32-byte ones, 1.6 ns
+ * with 64-byte ones. */
 #include "vmath.h"
+
+#include "gemm_kernel.h"
 
 static void gelu(float *y, const float *x, size_t n) {
   NN_MAP(n, y, x, nn_gelu(v));
@@ -30,5 +32,10 @@ static void exp_shift(float *y, const float *x, float m, size_t n) {
   NN_MAP(n, y, x, nn_exp(v - mv));
 }
 
-const nn_kernels NN_KERNELS = {NN_ISA, gelu,    gelu_grad,
-                               tanh_,  sigmoid, exp_shift};
+const nn_kernels NN_KERNELS = {.isa = NN_ISA,
+                               .gelu = gelu,
+                               .gelu_grad = gelu_grad,
+                               .tanh = tanh_,
+                               .sigmoid = sigmoid,
+                               .exp_shift = exp_shift,
+                               .sgemm = sgemm};

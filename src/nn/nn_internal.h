@@ -29,12 +29,16 @@ typedef struct nn_kernels {
   void (*sigmoid)(float *y, const float *x, size_t n);
   /* y = e^(x - m) */
   void (*exp_shift)(float *y, const float *x, float m, size_t n);
+  /* gemm_kernel.h: C = alpha op(A) op(B) + beta C, on the calling thread */
+  void (*sgemm)(bool ta, bool tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta,
+                float *c, int ldc);
 } nn_kernels;
 extern const nn_kernels nn__kernels_base, nn__kernels_avx2, nn__kernels_avx512;
 
 struct lk_nn {
   int threads;
-  bool portable; /* LK_NN_PORTABLE, or built without OpenBLAS */
+  bool portable; /* the kit's product: no OpenBLAS, or a flag said so */
   const nn_kernels *k;
 
   /* The pool (threads.c): workers 1 .. threads-1; the caller is thread 0.
@@ -96,11 +100,6 @@ void nn__gemm_plan(nn_gemm *g);
 void nn__gemm_tile(const nn_gemm *g, int tile);
 /* Tile TILE covers columns (split_n) or rows [lo, hi) of C. */
 void nn__gemm_bounds(const nn_gemm *g, int tile, int *lo, int *hi);
-
-/* gemm_portable.c */
-void nn__sgemm_portable(bool ta, bool tb, int m, int n, int k, float alpha,
-                        const float *a, int lda, const float *b, int ldb,
-                        float beta, float *c, int ldc);
 
 /* Splits [0, total) into parts of at least GRAIN (the last takes the rest):
  * how many, and part I's range. Sizes only: never the thread count. */
