@@ -89,7 +89,8 @@ LK_API void lk_nn_set_workspace_limit(lk_nn *nn, size_t bytes);
 
 /* C [M, N] = alpha op(A) op(B) + beta C, row-major, op(X) = X or X^T as
  * BLAS's sgemm (lda, ldb, ldc are row strides; beta == 0: C is not read).
- * M, N, K may be 0. Every layer's products go through this one. */
+ * M, N, K may be 0. The layers' products run on the same code (OpenBLAS
+ * or the kit's own, one call per fixed tile of C). */
 LK_API int lk_nn_sgemm(lk_nn *nn, bool transa, bool transb, int m, int n, int k,
                        float alpha, const float *a, int lda, const float *b,
                        int ldb, float beta, float *c, int ldc);
