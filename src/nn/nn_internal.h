@@ -1,0 +1,141 @@
+/* Private to the layer kit (src/nn): the context, its thread pool and
+ * workspace, the single-threaded product every kernel calls, and the
+ * argument checks. Nothing here is exported. */
+#ifndef LK_NN_INTERNAL_H
+#define LK_NN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../internal.h"
+#include "loopkit/nn.h"
+
+#define NN_MAX_THREADS 256
+
+/* One piece of a parallel job: TASK of the job's tasks, run by THREAD
+ * (0 = the caller), which indexes the per-thread scratch. */
+typedef void (*nn_task_fn)(void *ctx, int task, int thread);
+
+/* kernels.h, one table per instruction set. */
+typedef struct nn_kernels {
+  const char *isa;
+  void (*gelu)(float *y, const float *x, size_t n);
+  /* dx += dy * gelu'(x) */
+  void (*gelu_grad)(float *dx, const float *dy, const float *x, size_t n);
+  void (*tanh)(float *y, const float *x, size_t n);
+  void (*sigmoid)(float *y, const float *x, size_t n);
+  /* y = e^(x - m) */
+  void (*exp_shift)(float *y, const float *x, float m, size_t n);
+  /* gemm_kernel.h: C = alpha op(A) op(B) + beta C, on the calling thread */
+  void (*sgemm)(bool ta, bool tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta,
+                float *c, int ldc);
+} nn_kernels;
+extern const nn_kernels nn__kernels_base, nn__kernels_avx2, nn__kernels_avx512;
+
+struct lk_nn {
+  int threads;
+  bool portable; /* the kit's product: no OpenBLAS, or a flag said so */
+  const nn_kernels *k;
+
+  /* The pool (threads.c): workers 1 .. threads-1; the caller is thread 0.
+   * A job is published by bumping gen; tasks are claimed from next, so a
+   * worker slowed by another process's load holds nobody up; each task
+   * writes its own outputs, so who runs it changes nothing. */
+  pthread_t *workers;
+  int started;           /* workers created */
+  _Atomic unsigned gen;  /* job generation */
+  _Atomic int next;      /* next unclaimed task */
+  _Atomic uint64_t door; /* the job's generation, closed, workers in */
+  _Atomic int sleepers;  /* workers blocked on wake */
+  _Atomic bool quit;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  nn_task_fn fn;
+  void *ctx;
+  int ntasks;
+
+  /* The workspace (context.c): one block, a shared part then one part per
+   * thread, every part 64-byte aligned. It only grows. */
+  void *ws;
+  size_t ws_bytes, ws_limit;
+  size_t shared_bytes, thread_bytes; /* the current split */
+};
+
+/* threads.c */
+int nn__pool_start(lk_nn *nn);
+void nn__pool_stop(lk_nn *nn);
+/* Runs fn(ctx, i, thread) for i in [0, ntasks) on the pool and returns
+ * when all are done. One task, or one thread: inline on the caller. */
+void nn__run(lk_nn *nn, int ntasks, nn_task_fn fn, void *ctx);
+
+/* context.c: makes the workspace hold SHARED bytes plus PER_THREAD bytes
+ * for each thread (LK_ENOMEM naming LAYER if it cannot). */
+int nn__reserve(lk_nn *nn, const char *layer, size_t shared, size_t per_thread);
+void *nn__shared(lk_nn *nn);
+void *nn__scratch(lk_nn *nn, int thread);
+
+/* gemm.c: loads OpenBLAS (once) and sets its threads to 1; false if the
+ * build has none or it cannot be loaded. */
+bool nn__blas_open(void);
+/* gemm.c: one product on the calling thread (OpenBLAS or the portable
+ * loop, as the context says), for kernels that cut their own work. */
+void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
+               float alpha, const float *a, int lda, const float *b, int ldb,
+               float beta, float *c, int ldc);
+/* The pieces lk_nn_sgemm cuts a product into: tiles of C along its longer
+ * side, their number a function of M, N and K only. */
+typedef struct nn_gemm {
+  const lk_nn *nn;
+  bool ta, tb, split_n;
+  int m, n, k, lda, ldb, ldc, tiles;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} nn_gemm;
+void nn__gemm_plan(nn_gemm *g);
+void nn__gemm_tile(const nn_gemm *g, int tile);
+/* Tile TILE covers columns (split_n) or rows [lo, hi) of C. */
+void nn__gemm_bounds(const nn_gemm *g, int tile, int *lo, int *hi);
+
+/* Splits [0, total) into parts of at least GRAIN (the last takes the rest):
+ * how many, and part I's range. Sizes only: never the thread count. */
+static inline int nn__parts(size_t total, size_t grain) {
+  size_t p = grain ? total / grain : total;
+  if (p < 1)
+    p = 1;
+  if (p > 1024)
+    p = 1024;
+  return (int)p;
+}
+static inline void nn__range(size_t total, int parts, int i, size_t *lo,
+                             size_t *hi) {
+  *lo = total * (size_t)i / (size_t)parts;
+  *hi = total * (size_t)(i + 1) / (size_t)parts;
+}
+
+/* The same for elementwise work: parts of at least GRAIN values whose
+ * bounds are multiples of 16 (whole vectors, whole cache lines). */
+static inline void nn__range16(size_t total, int parts, int i, size_t *lo,
+                               size_t *hi) {
+  *lo = i == 0 ? 0 : total * (size_t)i / (size_t)parts / 16 * 16;
+  *hi = i + 1 == parts ? total
+                       : total * (size_t)(i + 1) / (size_t)parts / 16 * 16;
+}
+
+/* LK_EINVAL "LAYER: WHAT" unless COND. */
+#define NN_CHECK(cond, layer, ...)                                             \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      return lk__err(LK_EINVAL, layer ": " __VA_ARGS__);                       \
+  } while (0)
+
+/* The pointers and the context every layer needs. */
+#define NN_NEED(nn, layer, ptr)                                                \
+  NN_CHECK((nn) != NULL, layer, "the context is NULL");                        \
+  NN_CHECK((ptr) != NULL, layer, "%s is NULL", #ptr)
+
+#endif

@@ -1,0 +1,257 @@
+/* Vector exp and tanh for the kit's elementwise kernels, with GCC or clang
+ * vector extensions, or one float at a time with other compilers, the
+ * same arithmetic either way.
+ *
+ * Why not libm: expf and tanhf are one call per value, 5 to 10 ns; GELU's
+ * forward and backward over a GPT's MLP (B T 4C values, twice) took longer
+ * than the two products around it. These are Cephes' expf and tanhf (about
+ * 2 ulp) written without branches, so that a vector of inputs takes one
+ * pass.
+ *
+ * NN_VBYTES (default 16: SSE2 or NEON with no -m flags) sets the vector
+ * width: kernels.h is compiled again with 32 and 64 under AVX2 and
+ * AVX-512 targets. Every lane does the same IEEE operations in the same
+ * order at any width (no FMA contraction: GCC does none in ISO C mode,
+ * clang is told so below), so the wide kernels give the very results of
+ * the narrow ones. An array is done a vector at a time and its tail
+ * through the same code on a padded vector (NN_MAP), so a value's result
+ * does not depend on where it sits either: results are independent of how
+ * work is cut. */
+#ifndef LK_NN_VMATH_H
+#define LK_NN_VMATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#ifndef NN_VBYTES
+#define NN_VBYTES 16
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+typedef float nn_vf __attribute__((vector_size(NN_VBYTES)));
+typedef int32_t nn_vi __attribute__((vector_size(NN_VBYTES)));
+#define NN_W (NN_VBYTES / 4)
+static inline nn_vf nn_asf(nn_vi i) {
+  return (nn_vf)i;
+}
+static inline nn_vi nn_asi(nn_vf f) {
+  return (nn_vi)f;
+}
+/* m ? a : b lane by lane; m from a comparison (all ones or zero). */
+static inline nn_vf nn_sel(nn_vi m, nn_vf a, nn_vf b) {
+  return nn_asf((nn_asi(a) & m) | (nn_asi(b) & ~m));
+}
+static inline nn_vf nn_splat(float x) {
+  nn_vf z = {0};
+  return z + x;
+}
+#else
+typedef float nn_vf;
+typedef int32_t nn_vi;
+#define NN_W 1
+static inline nn_vf nn_asf(nn_vi i) {
+  nn_vf f;
+  memcpy(&f, &i, sizeof f);
+  return f;
+}
+static inline nn_vi nn_asi(nn_vf f) {
+  nn_vi i;
+  memcpy(&i, &f, sizeof i);
+  return i;
+}
+static inline nn_vf nn_sel(nn_vi m, nn_vf a, nn_vf b) {
+  return m ? a : b;
+}
+static inline nn_vf nn_splat(float x) {
+  return x;
+}
+#endif
+
+static inline nn_vf nn_load(const float *p) {
+  nn_vf v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void nn_store(float *p, nn_vf v) {
+  memcpy(p, &v, sizeof v);
+}
+static inline nn_vf nn_abs(nn_vf x) {
+  return nn_asf(nn_asi(x) & 0x7fffffff);
+}
+
+/* e^x, NaN kept; 0 below -87.3 (no denormals) and e^88 above 88: the kit
+ * only takes it of x <= 0 (softmax) or where it saturates (tanh, sigmoid). */
+static inline nn_vf nn_exp(nn_vf x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds */
+  x = nn_sel(x > 88.0f, nn_splat(88.0f), x);
+  nn_vi under = x < -87.33654f;
+  x = nn_sel(under, nn_splat(-87.33654f), x);
+  nn_vf t = x * 1.44269504088896341f + magic;
+  nn_vf n = t - magic; /* round(x / ln 2) */
+  nn_vf r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f; /* ln 2 in two parts (Cody and Waite) */
+  nn_vf z = r * r;
+  nn_vf p = nn_splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * z + r + 1.0f;
+  nn_vi e = (nn_asi(t) - nn_asi(nn_splat(magic)) + 127) << 23; /* 2^n */
+  return nn_sel(under, nn_splat(0.0f), p * nn_asf(e));
+}
+
+/* tanh x: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above. */
+static inline nn_vf nn_tanh(nn_vf x) {
+  nn_vf ax = nn_abs(x);
+  nn_vf z = x * x;
+  nn_vf s = nn_splat(-5.70498872745e-3f);
+  s = s * z + 2.06390887954e-2f;
+  s = s * z - 5.37397155531e-2f;
+  s = s * z + 1.33314422036e-1f;
+  s = s * z - 3.33332819422e-1f;
+  s = s * z * x + x;
+  nn_vf big = 1.0f - 2.0f / (nn_exp(ax + ax) + 1.0f);
+  big = nn_asf(nn_asi(big) | (nn_asi(x) & (int32_t)0x80000000)); /* sign */
+  return nn_sel(ax > 0.625f, big, s);
+}
+
+static inline nn_vf nn_sigmoid(nn_vf x) {
+  return 1.0f / (1.0f + nn_exp(-x));
+}
+
+/* torch's GELU(approximate='tanh') and its derivative, operation for
+ * operation as aten/src/ATen/native/cpu/Activation.cpp writes them. */
+#define NN_GELU_BETA 0.7978845608028654f /* sqrt(2 / pi) */
+#define NN_GELU_KAPPA 0.044715f
+
+static inline nn_vf nn_gelu(nn_vf x) {
+  nn_vf inner = NN_GELU_BETA * (x + NN_GELU_KAPPA * (x * x * x));
+  return 0.5f * x * (1.0f + nn_tanh(inner));
+}
+
+static inline nn_vf nn_gelu_grad(nn_vf x) {
+  nn_vf x2 = x * x;
+  nn_vf t = nn_tanh(NN_GELU_BETA * (x + NN_GELU_KAPPA * (x2 * x)));
+  nn_vf left = 0.5f * x, right = 1.0f + t;
+  nn_vf dinner = NN_GELU_BETA * (1.0f + 3.0f * NN_GELU_KAPPA * x2);
+  return 0.5f * right + left * (1.0f - t * t) * dinner;
+}
+
+/* Sums in a fixed order, eight lanes wide (two vectors) and the tail
+ * after them: several times faster than one running sum, whose additions
+ * wait on each other, and the same result wherever the array lies. */
+static inline float nn_lanes(nn_vf a, nn_vf b) {
+  float l[2 * NN_W];
+  nn_store(l, a + b);
+  for (int w = NN_W / 2; w > 0; w /= 2) /* pairwise, in a fixed order */
+    for (int i = 0; i < w; i++)
+      l[i] += l[i + w];
+  return l[0];
+}
+
+/* sum x[0, n) */
+static inline float nn_sum(const float *x, size_t n) {
+  nn_vf a = nn_splat(0), b = nn_splat(0);
+  size_t i = 0;
+  for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+    a += nn_load(x + i);
+    b += nn_load(x + i + NN_W);
+  }
+  float s = nn_lanes(a, b);
+  for (; i < n; i++)
+    s += x[i];
+  return s;
+}
+
+/* sum (x - m)^2 over [0, n) */
+static inline float nn_sumsq(const float *x, float m, size_t n) {
+  nn_vf a = nn_splat(0), b = nn_splat(0), mv = nn_splat(m);
+  size_t i = 0;
+  for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+    nn_vf u = nn_load(x + i) - mv, v = nn_load(x + i + NN_W) - mv;
+    a += u * u;
+    b += v * v;
+  }
+  float s = nn_lanes(a, b);
+  for (; i < n; i++)
+    s += (x[i] - m) * (x[i] - m);
+  return s;
+}
+
+/* sum x y over [0, n) */
+static inline float nn_dot(const float *x, const float *y, size_t n) {
+  nn_vf a = nn_splat(0), b = nn_splat(0);
+  size_t i = 0;
+  for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+    a += nn_load(x + i) * nn_load(y + i);
+    b += nn_load(x + i + NN_W) * nn_load(y + i + NN_W);
+  }
+  float s = nn_lanes(a, b);
+  for (; i < n; i++)
+    s += x[i] * y[i];
+  return s;
+}
+
+/* sum (x - m) y over [0, n) */
+static inline float nn_dotsub(const float *x, float m, const float *y,
+                              size_t n) {
+  nn_vf a = nn_splat(0), b = nn_splat(0), mv = nn_splat(m);
+  size_t i = 0;
+  for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+    a += (nn_load(x + i) - mv) * nn_load(y + i);
+    b += (nn_load(x + i + NN_W) - mv) * nn_load(y + i + NN_W);
+  }
+  float s = nn_lanes(a, b);
+  for (; i < n; i++)
+    s += (x[i] - m) * y[i];
+  return s;
+}
+
+/* Applies EXPR (of the nn_vf named v, whose lanes are elements i ...) to
+ * every element of [0, n), the tail on a padded copy so that every value
+ * goes through the vector code. IN may be an output: each block is read
+ * before it is written. */
+#define NN_MAP(n, out, in, expr)                                               \
+  do {                                                                         \
+    size_t i_ = 0, n_ = (n);                                                   \
+    for (; i_ + NN_W <= n_; i_ += NN_W) {                                      \
+      nn_vf v = nn_load((in) + i_);                                            \
+      nn_store((out) + i_, (expr));                                            \
+    }                                                                          \
+    if (i_ < n_) {                                                             \
+      float buf_[NN_W] = {0};                                                  \
+      memcpy(buf_, (in) + i_, (n_ - i_) * sizeof(float));                      \
+      nn_vf v = nn_load(buf_);                                                 \
+      nn_store(buf_, (expr));                                                  \
+      memcpy((out) + i_, buf_, (n_ - i_) * sizeof(float));                     \
+    }                                                                          \
+  } while (0)
+
+/* DX[i] += EXPR for every element, EXPR of the nn_vf d (DY's elements)
+ * and v (X's), the tail again on padded copies. */
+#define NN_ACC(n, dx, dy, x, expr)                                             \
+  do {                                                                         \
+    size_t i_ = 0, n_ = (n);                                                   \
+    for (; i_ + NN_W <= n_; i_ += NN_W) {                                      \
+      nn_vf d = nn_load((dy) + i_), v = nn_load((x) + i_);                     \
+      nn_store((dx) + i_, nn_load((dx) + i_) + (expr));                        \
+    }                                                                          \
+    if (i_ < n_) {                                                             \
+      float b0_[NN_W] = {0}, b1_[NN_W] = {0}, b2_[NN_W] = {0};                 \
+      size_t r_ = (n_ - i_) * sizeof(float);                                   \
+      memcpy(b0_, (dx) + i_, r_);                                              \
+      memcpy(b1_, (dy) + i_, r_);                                              \
+      memcpy(b2_, (x) + i_, r_);                                               \
+      nn_vf d = nn_load(b1_), v = nn_load(b2_);                                \
+      nn_store(b0_, nn_load(b0_) + (expr));                                    \
+      memcpy((dx) + i_, b0_, r_);                                              \
+    }                                                                          \
+  } while (0)
+
+#endif
