@@ -10,10 +10,10 @@
  *   names FILE:LINE;
  * - every parse error is LK_ECONFIG and names "fuzz.ini:LINE: ", every
  *   --set error names the --set argument;
- * - lk_config_write's output parses again and writes the same bytes (a
+ * - lk__config_write's output parses again and writes the same bytes (a
  *   written config reads back identically, as config.c promises), after
  *   the --set assignments too;
- * - lk_config_find finds each entry lk_config_at lists. */
+ * - lk_config_find finds each entry lk__config_at lists. */
 #include "fuzz_util.h"
 
 #define NAME "fuzz.ini"
@@ -28,14 +28,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* lk_config_write's output, malloc'd and NUL-terminated. */
+/* lk__config_write's output, malloc'd and NUL-terminated. */
 static char *written(const lk_config *cfg) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   FUZZ_CHECK(f != NULL, "open_memstream");
-  int rc = lk_config_write(cfg, f);
-  FUZZ_CHECK(rc == 0, "lk_config_write returned %d", rc);
+  int rc = lk__config_write(cfg, f);
+  FUZZ_CHECK(rc == 0, "lk__config_write returned %d", rc);
   FUZZ_CHECK(fclose(f) == 0, "fclose");
   return text;
 }
@@ -49,32 +49,32 @@ static void check_parse_error(int rc, const char *via) {
                "%s's message does not name %s:LINE: \"%s\"", via, NAME, msg);
 }
 
-/* Every entry is found where lk_config_at says it is, and the written
+/* Every entry is found where lk__config_at says it is, and the written
  * text is a fixed point of parse-then-write. */
 static void check_config(const lk_config *cfg) {
-  size_t n = lk_config_count(cfg);
+  size_t n = lk__config_count(cfg);
   for (size_t i = 0; i < n; i++) {
-    const lk_config_entry *e = lk_config_at(cfg, i);
+    const lk_config_entry *e = lk__config_at(cfg, i);
     FUZZ_CHECK(e && e->section && e->key && e->value && e->where,
                "entry %zu incomplete", i);
     FUZZ_CHECK(lk_config_find(cfg, e->section, e->key) == e,
                "entry %zu (%s.%s) not found by lk_config_find", i, e->section,
                e->key);
-    FUZZ_CHECK(lk_config_has_section(cfg, e->section), "no section %s",
+    FUZZ_CHECK(lk__config_has_section(cfg, e->section), "no section %s",
                e->section);
   }
-  FUZZ_CHECK(lk_config_at(cfg, n) == NULL, "an entry past the count");
+  FUZZ_CHECK(lk__config_at(cfg, n) == NULL, "an entry past the count");
 
   char *text = written(cfg);
   lk_config *again = NULL;
   int rc = lk_config_parse("written.ini", text, &again);
   FUZZ_CHECK(rc == 0, "written config does not parse: rc %d, text:\n%s", rc,
              text);
-  FUZZ_CHECK(lk_config_count(again) == n, "%zu entries read back, %zu written",
-             lk_config_count(again), n);
+  FUZZ_CHECK(lk__config_count(again) == n, "%zu entries read back, %zu written",
+             lk__config_count(again), n);
   for (size_t i = 0; i < n; i++) {
-    const lk_config_entry *a = lk_config_at(cfg, i),
-                          *b = lk_config_at(again, i);
+    const lk_config_entry *a = lk__config_at(cfg, i),
+                          *b = lk__config_at(again, i);
     FUZZ_CHECK(strcmp(a->section, b->section) == 0 &&
                    strcmp(a->key, b->key) == 0 &&
                    strcmp(a->value, b->value) == 0,
@@ -90,10 +90,10 @@ static void check_config(const lk_config *cfg) {
 
 /* Same entries in the same order, with the same "where". */
 static void check_same(const lk_config *a, const lk_config *b) {
-  size_t n = lk_config_count(a);
-  FUZZ_CHECK(lk_config_count(b) == n, "load and parse disagree on the count");
+  size_t n = lk__config_count(a);
+  FUZZ_CHECK(lk__config_count(b) == n, "load and parse disagree on the count");
   for (size_t i = 0; i < n; i++) {
-    const lk_config_entry *x = lk_config_at(a, i), *y = lk_config_at(b, i);
+    const lk_config_entry *x = lk__config_at(a, i), *y = lk__config_at(b, i);
     FUZZ_CHECK(
         strcmp(x->section, y->section) == 0 && strcmp(x->key, y->key) == 0 &&
             strcmp(x->value, y->value) == 0 && strcmp(x->where, y->where) == 0,
@@ -162,14 +162,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(arg != NULL, "malloc");
       memcpy(arg, p, len);
       arg[len] = '\0';
-      size_t before = lk_config_count(cfg);
+      size_t before = lk__config_count(cfg);
       int src = lk_config_set(cfg, arg);
       if (src == 0) {
-        FUZZ_CHECK(lk_config_count(cfg) - before <= 1, "set added > 1 entry");
+        FUZZ_CHECK(lk__config_count(cfg) - before <= 1, "set added > 1 entry");
       } else {
         FUZZ_CHECK(src == LK_ECONFIG || src == LK_ENOMEM, "set returned %d",
                    src);
-        FUZZ_CHECK(lk_config_count(cfg) == before, "failed set changed cfg");
+        FUZZ_CHECK(lk__config_count(cfg) == before, "failed set changed cfg");
         FUZZ_CHECK(
             src == LK_ENOMEM || strncmp(lk_last_error(), "--set \"", 7) == 0,
             "set's message does not name --set: \"%s\"", lk_last_error());
