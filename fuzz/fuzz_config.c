@@ -14,6 +14,7 @@
  *   written config reads back identically, as config.c promises), after
  *   the --set assignments too;
  * - lk_config_find finds each entry lk__config_at lists. */
+#include "../src/internal.h"
 #include "fuzz_util.h"
 
 #define NAME "fuzz.ini"

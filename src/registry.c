@@ -71,15 +71,19 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
                : lk__options_parse(in->desc, in->name, env->src_cfg, &in->opts);
   if (rc != 0)
     return rc;
-  /* Room first: a created instance is always destroyed. */
-  lk__instance **grown =
-      realloc(reg->created, (reg->n_created + 1) * sizeof *grown);
+  /* Room first, so that a created instance is always destroyed. The slot
+   * is counted as reserved while create runs: instances created inside it
+   * (sam's base) come first in the table and are destroyed after it. */
+  lk__instance **grown = realloc(
+      reg->created, (reg->n_created + reg->n_reserved + 1) * sizeof *grown);
   if (!grown)
     return lk__err(LK_ENOMEM, "out of memory");
   reg->created = grown;
   if (in->desc->create) {
     uint64_t mark = lk__err_mark();
+    reg->n_reserved++;
     rc = in->desc->create(&in->host, in->opts, &in->self);
+    reg->n_reserved--;
     if (rc != 0)
       return lk__entry_failed(rc, mark, "plugin %s (%s) failed to start",
                               in->name, lk_plugin_path(in->plugin));

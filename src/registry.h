@@ -38,6 +38,9 @@ typedef struct lk__registry {
   size_t n;
   lk__instance **created; /* in creation order */
   size_t n_created;
+  /* Slots held for creates still running: a create may create another
+   * instance (sam its base optimizer), which must not take its slot. */
+  size_t n_reserved;
   lk__instance *role[LK__N_KINDS]; /* who plays each role (callbacks: the
                                       first; see callbacks) */
   lk__instance *callbacks[LK__MAX_CALLBACKS + 1]; /* + the model's own */
