@@ -20,10 +20,15 @@ struct lk__env {
   lk_rng rng;
   uint64_t seed;
   int rank, world; /* from the strategy: 0 and 1 without one */
+  int threads;     /* lk_host_threads: always >= 1 */
   lk__logger log;
   const lk_config *src_cfg; /* during creation: where options come from */
   lk_run *run;              /* the training run; NULL outside one */
 };
+
+/* host.c: [loop] threads made a count (0: the CPUs this process may run
+ * on). */
+int lk__threads_resolve(int64_t threads);
 
 /* log.c: a message of the host's own, when LEVEL is logged. */
 void lk__log(const lk__env *env, lk_log_level level, const char *fmt, ...)

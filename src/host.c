@@ -4,9 +4,11 @@
  * inside a training run, the run; outside one (lk_optimizer_open) what
  * needs a run answers as a run that has not started would. */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run_private.h"
 
@@ -112,6 +114,22 @@ lk_rng *lk_host_rng(lk_host *host) {
 
 uint64_t lk_host_seed(lk_host *host) {
   return host->env->seed;
+}
+
+int lk_host_threads(lk_host *host) {
+  return host->env->threads > 0 ? host->env->threads : 1;
+}
+
+int lk__threads_resolve(int64_t threads) {
+  if (threads > 0)
+    return threads > 4096 ? 4096 : (int)threads;
+  /* The CPUs this process may run on, not those the machine has: taskset
+   * and containers give fewer. */
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
 }
 
 /* ---- the data --------------------------------------------------------------

@@ -42,7 +42,11 @@
   X(keep_last, keep_last, LK_OPT_INT, "0", 0,                                  \
     "also keep the N newest step-N.ckpt files; 0: last.ckpt only", NULL)       \
   X(log_every_n_steps, log_every, LK_OPT_INT, "50", 1,                         \
-    "a progress line every N steps when stderr is not a terminal", NULL)
+    "a progress line every N steps when stderr is not a terminal", NULL)       \
+  X(threads, threads, LK_OPT_INT, "0", 0,                                      \
+    "threads a plugin's kernels use (lk_host_threads); 0: one per CPU the "    \
+    "process may run on",                                                      \
+    NULL)
 
 static const lk_option loop_keys[] = {
 #define AS_OPTION(KEY, FIELD, TYPE, DEF, MIN, HELP, CHOICES)                   \

@@ -38,6 +38,7 @@ typedef struct lk__loop_config {
   int64_t ckpt_every;
   int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
   int64_t log_every; /* steps between progress lines in the log */
+  int64_t threads;   /* 0: one per CPU */
 } lk__loop_config;
 
 /* Parses and checks [loop] of CFG into L. */

@@ -221,6 +221,7 @@ static int create(lk_run *run, const lk_config *cfg) {
     return rc;
   lk_rng_seed(&env->rng, (uint64_t)run->loop.seed, 0);
   env->seed = (uint64_t)run->loop.seed;
+  env->threads = lk__threads_resolve(run->loop.threads);
   env->src_cfg = cfg;
   rc = lk__registry_create_all(env);
   env->src_cfg = NULL;

@@ -89,6 +89,11 @@ typedef struct lk_rng {
 } lk_rng;
 LK_API lk_rng *lk_host_rng(lk_host *host);
 LK_API uint64_t lk_host_seed(lk_host *host);
+
+/* Since ABI 1.4: how many threads a plugin's kernels should use, from
+ * [loop] threads (0, the default: one per CPU the process may run on).
+ * Always >= 1; 1 in an environment without a run (lk_optimizer_open). */
+LK_API int lk_host_threads(lk_host *host);
 LK_API void lk_rng_seed(lk_rng *rng, uint64_t seed, uint64_t stream);
 LK_API uint64_t lk_rng_u64(lk_rng *rng);
 LK_API double lk_rng_uniform(lk_rng *rng); /* [0, 1) */

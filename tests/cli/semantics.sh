@@ -213,4 +213,29 @@ expect 2 'plugin sam: rosenbrock \(.*\) cannot be its optimizer' "sam refuses a 
   -- train "$T/sam.ini" --out "$T/sam2" --set sam.base=rosenbrock
 expect 2 'plugin sam: sam \(.*\) cannot be its optimizer' "sam refuses itself as its base" \
   -- train "$T/sam.ini" --out "$T/sam3" --set sam.base=sam
+# [loop] threads reaches plugins as lk_host_threads: N as given, 0 as the
+# CPUs this process may run on (taskset narrows them).
+config threads <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = probe
+zero_grad = probe
+optimizer = probe
+[probe]
+say_threads = true
+trace = $T/threads.trace
+INI
+"$LOOPKIT" train "$T/threads.ini" --out "$T/threads3" --set loop.threads=3 --quiet >/dev/null 2>&1
+check "threads = 3: lk_host_threads gives 3" grep -qx 'threads=3' "$T/threads.trace"
+: >"$T/threads.trace"
+"$LOOPKIT" train "$T/threads.ini" --out "$T/threads0" --quiet >/dev/null 2>&1
+check "threads = 0 (the default): one per CPU, $(nproc)" grep -qx "threads=$(nproc)" "$T/threads.trace"
+check "config.ini records threads = 0" grep -qx 'threads = 0' "$T/threads0/config.ini"
+if command -v taskset >/dev/null 2>&1; then
+  : >"$T/threads.trace"
+  taskset -c 0 "$LOOPKIT" train "$T/threads.ini" --out "$T/threads1" --quiet >/dev/null 2>&1
+  check "threads = 0 under taskset -c 0: 1" grep -qx 'threads=1' "$T/threads.trace"
+fi
+expect 2 'loop.threads = "-1": expected an integer >= 0' "threads = -1 is refused, naming the key" -- train "$T/threads.ini" --out "$T/threadsm" --set loop.threads=-1
 finish

@@ -67,6 +67,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   }
   for (size_t i = 0; i < n; i++)
     ((double *)p->w->data)[i] = lk_opt_double(o, "w0");
+#if LK_ABI_MINOR >= 4
+  if (lk_opt_bool(o, "say_threads"))
+    say(p, "threads=%d", lk_host_threads(host));
+#endif
   *self = p;
   return 0;
 }
@@ -219,6 +223,8 @@ static const lk_option options[] = {
     {"delay_us", LK_OPT_INT, "0", "sleep this long in each training_step",
      NULL},
     {"trace", LK_OPT_STRING, "", "file that receives one line per call", NULL},
+    {"say_threads", LK_OPT_BOOL, "false",
+     "create traces threads=lk_host_threads()", NULL},
     {"silent_fail_at", LK_OPT_INT, "-1",
      "training_step call that fails without lk_fail", NULL},
     {"bad_result", LK_OPT_STRING, "",
