@@ -24,25 +24,18 @@ static void destroy(void *self) {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   model_blas_threads();
-  int64_t in = lk_opt_int(o, "inputs"), out = lk_opt_int(o, "outputs");
-  if (in < 1 || out < 1)
-    return lk_fail(host, LK_ECONFIG,
-                   "inputs = %lld and outputs = %lld must be >= 1",
-                   (long long)in, (long long)out);
-  int rc = model_check_data(host, "inputs", (size_t)in, 0, (size_t)out);
+  size_t in = (size_t)lk_opt_int(o, "inputs");
+  size_t out = (size_t)lk_opt_int(o, "outputs");
+  int rc = model_check_data(host, "inputs", in, 0, out);
   if (rc != 0)
     return rc;
   linear *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   m->host = host;
-  m->inputs = (size_t)in;
-  m->outputs = (size_t)out;
-  size_t shape[2] = {m->outputs, m->inputs};
-  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
-  if (rc == 0)
-    rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
-  if (rc != 0) {
+  m->inputs = in;
+  m->outputs = out;
+  if ((rc = model_add_dense(host, NULL, in, out, &m->w, &m->b)) != 0) {
     free(m);
     return rc;
   }
@@ -81,16 +74,9 @@ static int check(linear *m, const lk_batch *b) {
 }
 
 static int reserve(linear *m, size_t n) {
-  if (n <= m->cap)
-    return 0;
-  free(m->xf);
-  free(m->r);
-  m->xf = model_alloc(n * m->inputs);
-  m->r = model_alloc(n * m->outputs);
-  m->cap = m->xf && m->r ? n : 0;
-  return m->cap ? 0
-                : lk_fail(m->host, LK_ENOMEM,
-                          "out of memory for a batch of %zu", n);
+  float **buf[] = {&m->xf, &m->r};
+  size_t width[] = {m->inputs, m->outputs};
+  return model_reserve(m->host, n, &m->cap, buf, width, 2);
 }
 
 /* x as f32: the batch's own, or converted into xf. */
@@ -140,9 +126,9 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
 static int backward(void *self, const lk_batch *b, double scale) {
   linear *m = self;
   size_t n = b->size;
-  if (m->ready == 0 || m->ready != n)
-    return lk_fail(m->host, LK_ESTATE,
-                   "backward without a training step on this batch");
+  int rc = model_check_ready(m->host, m->ready, n);
+  if (rc != 0)
+    return rc;
   const float *x = b->x.dtype == LK_F32 ? b->x.data : m->xf;
   model_dense_grad(m->r, x, n, m->inputs, m->outputs,
                    (float)(scale * 2 / (double)(n * m->outputs)), m->w->grad,
@@ -151,8 +137,8 @@ static int backward(void *self, const lk_batch *b, double scale) {
 }
 
 static const lk_option options[] = {
-    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", NULL},
-    {"outputs", LK_OPT_INT, "1", "targets per sample", NULL},
+    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", "[1, inf)"},
+    {"outputs", LK_OPT_INT, "1", "targets per sample", "[1, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,

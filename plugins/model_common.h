@@ -406,4 +406,47 @@ static inline float *model_alloc(size_t n) {
   return aligned_alloc(64, bytes ? bytes : 64);
 }
 
+/* ---- the scaffolding of a model ---------------------------------------- */
+
+/* A dense layer's parameters, as torch.nn.Linear names and shapes them:
+ * PREFIX.weight [out, in] and PREFIX.bias [out] (PREFIX NULL: weight and
+ * bias), f32, zero-filled. */
+static inline int model_add_dense(lk_host *host, const char *prefix, size_t in,
+                                  size_t out, lk_tensor **w, lk_tensor **b) {
+  char name[64];
+  size_t shape[2] = {out, in};
+  snprintf(name, sizeof name, "%s%sweight", prefix ? prefix : "",
+           prefix ? "." : "");
+  int rc = lk_host_add_param(host, name, LK_F32, 2, shape, w);
+  snprintf(name, sizeof name, "%s%sbias", prefix ? prefix : "",
+           prefix ? "." : "");
+  return rc ? rc : lk_host_add_param(host, name, LK_F32, 1, shape, b);
+}
+
+/* Makes the K batch buffers BUF[i] hold N rows of WIDTH[i] floats; *CAP is
+ * the rows they hold, and they never shrink. On failure *CAP is 0 (every
+ * buffer is reallocated at the next batch). */
+static inline int model_reserve(lk_host *host, size_t n, size_t *cap,
+                                float **buf[], const size_t width[], int k) {
+  if (n <= *cap)
+    return 0;
+  bool ok = true;
+  for (int i = 0; i < k; i++) {
+    free(*buf[i]);
+    ok = (*buf[i] = model_alloc(n * width[i])) && ok;
+  }
+  *cap = ok ? n : 0;
+  return ok ? 0
+            : lk_fail(host, LK_ENOMEM, "out of memory for a batch of %zu", n);
+}
+
+/* backward's precondition: READY, what the last training step left for it
+ * (its batch size, 0: nothing), is for this batch of N. */
+static inline int model_check_ready(lk_host *host, size_t ready, size_t n) {
+  if (ready == 0 || ready != n)
+    return lk_fail(host, LK_ESTATE,
+                   "backward without a training step on this batch");
+  return 0;
+}
+
 #endif

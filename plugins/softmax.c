@@ -22,25 +22,18 @@ static void destroy(void *self) {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   model_blas_threads();
-  int64_t in = lk_opt_int(o, "inputs"), c = lk_opt_int(o, "classes");
-  if (in < 1 || c < 2)
-    return lk_fail(host, LK_ECONFIG,
-                   "inputs = %lld must be >= 1 and classes = %lld >= 2",
-                   (long long)in, (long long)c);
-  int rc = model_check_data(host, "inputs", (size_t)in, (size_t)c, 0);
+  size_t in = (size_t)lk_opt_int(o, "inputs");
+  size_t c = (size_t)lk_opt_int(o, "classes");
+  int rc = model_check_data(host, "inputs", in, c, 0);
   if (rc != 0)
     return rc;
   softmax *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   m->host = host;
-  m->inputs = (size_t)in;
-  m->classes = (size_t)c;
-  size_t shape[2] = {m->classes, m->inputs};
-  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
-  if (rc == 0)
-    rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
-  if (rc != 0) {
+  m->inputs = in;
+  m->classes = c;
+  if ((rc = model_add_dense(host, NULL, in, c, &m->w, &m->b)) != 0) {
     free(m);
     return rc;
   }
@@ -56,15 +49,10 @@ static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
   if ((rc = model_check_x(m->host, b, m->inputs)) != 0 ||
       (rc = model_check_labels(m->host, b, m->classes)) != 0)
     return rc;
-  if (n > m->cap) {
-    free(m->z);
-    free(m->d);
-    m->z = model_alloc(n * m->classes);
-    m->d = model_alloc(n * m->classes);
-    m->cap = m->z && m->d ? n : 0;
-    if (!m->cap)
-      return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
-  }
+  float **buf[] = {&m->z, &m->d};
+  size_t width[] = {m->classes, m->classes};
+  if ((rc = model_reserve(m->host, n, &m->cap, buf, width, 2)) != 0)
+    return rc;
   model_sgemm(false, true, n, m->classes, m->inputs, 1, b->x.data, m->inputs,
               m->w->data, m->inputs, 0, m->z, m->classes);
   model_bias_act(m->z, m->b->data, n, m->classes, MODEL_NONE);
@@ -89,17 +77,17 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
 
 static int backward(void *self, const lk_batch *b, double scale) {
   softmax *m = self;
-  if (m->ready == 0 || m->ready != b->size)
-    return lk_fail(m->host, LK_ESTATE,
-                   "backward without a training step on this batch");
+  int rc = model_check_ready(m->host, m->ready, b->size);
+  if (rc != 0)
+    return rc;
   model_dense_grad(m->d, b->x.data, b->size, m->inputs, m->classes,
                    (float)(scale / (double)b->size), m->w->grad, m->b->grad);
   return 0;
 }
 
 static const lk_option options[] = {
-    {"inputs", LK_OPT_INT, "784", "features per sample", NULL},
-    {"classes", LK_OPT_INT, "10", "number of classes", NULL},
+    {"inputs", LK_OPT_INT, "784", "features per sample", "[1, inf)"},
+    {"classes", LK_OPT_INT, "10", "number of classes", "[2, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
