@@ -123,8 +123,7 @@ static const lk_option options[] = {
      "starting value of the sums of squared gradients", "[0, inf)"},
     {"eps", LK_OPT_DOUBLE, "1e-10",
      "added to the denominator for numerical stability", "[0, inf)"},
-    {"maximize", LK_OPT_BOOL, "false",
-     "maximize the objective instead of minimizing it", NULL},
+    OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {

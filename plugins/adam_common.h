@@ -194,8 +194,7 @@ static const lk_optimizer_ops adam_optimizer_ops = {
    "[0, inf)"},                                                               \
   {"amsgrad", LK_OPT_BOOL, "false",                                           \
    "divide by the largest second moment so far (AMSGrad)", NULL},             \
-  {"maximize", LK_OPT_BOOL, "false",                                          \
-   "maximize the objective instead of minimizing it", NULL},                  \
+  OPTIM_MAXIMIZE_OPTION,                                                      \
   {NULL, 0, NULL, NULL, NULL}
 /* clang-format on */
 

@@ -18,6 +18,13 @@
 
 #include <loopkit/loopkit.h>
 
+/* torch's maximize option, which its first-order optimizers share. */
+#define OPTIM_MAXIMIZE_OPTION                                                  \
+  {                                                                            \
+    "maximize", LK_OPT_BOOL, "false",                                          \
+        "maximize the objective instead of minimizing it", NULL                \
+  }
+
 /* The first member of each optimizer's struct. */
 typedef struct optim_common {
   lk_host *host;

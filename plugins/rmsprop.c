@@ -160,8 +160,7 @@ static const lk_option options[] = {
      "normalize by an estimate of the gradient's variance (subtracting the "
      "squared running average of the gradient)",
      NULL},
-    {"maximize", LK_OPT_BOOL, "false",
-     "maximize the objective instead of minimizing it", NULL},
+    OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {

@@ -224,8 +224,7 @@ static const lk_option options[] = {
     {"weight_decay", LK_OPT_DOUBLE, "0", "L2 penalty", "[0, inf)"},
     {"nesterov", LK_OPT_BOOL, "false",
      "Nesterov momentum (needs momentum > 0 and dampening = 0)", NULL},
-    {"maximize", LK_OPT_BOOL, "false",
-     "maximize the objective instead of minimizing it", NULL},
+    OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {
