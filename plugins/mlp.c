@@ -197,12 +197,7 @@ static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
                    l + 1 < m->n_layers ? m->act : MODEL_NONE);
     x = y->a;
   }
-  size_t correct;
-  double loss =
-      model_xent(x, b->y.data, n, classes, keep ? m->d[0] : NULL, &correct);
-  out->has_loss = true;
-  out->loss = loss / (double)n;
-  lk_result_metric(out, "acc", (double)correct / (double)n);
+  model_classify(x, b, classes, keep ? m->d[0] : NULL, out);
   if (keep)
     m->ready = n;
   return 0;

@@ -4,41 +4,14 @@
  * same whatever the seed). */
 #include "model_common.h"
 
-typedef struct softmax {
-  lk_host *host;
-  size_t inputs, classes;
-  lk_tensor *w, *b;
-  float *z, *d; /* [cap, classes]: logits, and dL/dlogits for backward */
-  size_t cap;   /* batch size the buffers hold; they never shrink */
-  size_t ready; /* batch size of the training step backward may use, or 0 */
-} softmax;
-
-static void destroy(void *self) {
-  softmax *m = self;
-  free(m->z);
-  free(m->d);
-  free(m);
-}
+/* outputs: the classes; buf[Z] and buf[D], [cap, classes]: the logits,
+ * and dL/dlogits for backward. */
+typedef model_single softmax;
+enum { Z, D };
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  model_blas_threads();
-  size_t in = (size_t)lk_opt_int(o, "inputs");
-  size_t c = (size_t)lk_opt_int(o, "classes");
-  int rc = model_check_data(host, "inputs", in, c, 0);
-  if (rc != 0)
-    return rc;
-  softmax *m = calloc(1, sizeof *m);
-  if (!m)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  m->host = host;
-  m->inputs = in;
-  m->classes = c;
-  if ((rc = model_add_dense(host, NULL, in, c, &m->w, &m->b)) != 0) {
-    free(m);
-    return rc;
-  }
-  *self = m;
-  return 0;
+  return model_single_new(host, (size_t)lk_opt_int(o, "inputs"),
+                          (size_t)lk_opt_int(o, "classes"), true, self);
 }
 
 static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
@@ -47,21 +20,14 @@ static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
   int rc;
   m->ready = 0;
   if ((rc = model_check_x(m->host, b, m->inputs)) != 0 ||
-      (rc = model_check_labels(m->host, b, m->classes)) != 0)
+      (rc = model_check_labels(m->host, b, m->outputs)) != 0)
     return rc;
-  float **buf[] = {&m->z, &m->d};
-  size_t width[] = {m->classes, m->classes};
-  if ((rc = model_reserve(m->host, n, &m->cap, buf, width, 2)) != 0)
+  if ((rc = model_single_reserve(m, n, m->outputs, m->outputs)) != 0)
     return rc;
-  model_sgemm(false, true, n, m->classes, m->inputs, 1, b->x.data, m->inputs,
-              m->w->data, m->inputs, 0, m->z, m->classes);
-  model_bias_act(m->z, m->b->data, n, m->classes, MODEL_NONE);
-  size_t correct;
-  double loss =
-      model_xent(m->z, b->y.data, n, m->classes, keep ? m->d : NULL, &correct);
-  out->has_loss = true;
-  out->loss = loss / (double)n;
-  lk_result_metric(out, "acc", (double)correct / (double)n);
+  model_sgemm(false, true, n, m->outputs, m->inputs, 1, b->x.data, m->inputs,
+              m->w->data, m->inputs, 0, m->buf[Z], m->outputs);
+  model_bias_act(m->buf[Z], m->b->data, n, m->outputs, MODEL_NONE);
+  model_classify(m->buf[Z], b, m->outputs, keep ? m->buf[D] : NULL, out);
   if (keep)
     m->ready = n;
   return 0;
@@ -80,7 +46,7 @@ static int backward(void *self, const lk_batch *b, double scale) {
   int rc = model_check_ready(m->host, m->ready, b->size);
   if (rc != 0)
     return rc;
-  model_dense_grad(m->d, b->x.data, b->size, m->inputs, m->classes,
+  model_dense_grad(m->buf[D], b->x.data, b->size, m->inputs, m->outputs,
                    (float)(scale / (double)b->size), m->w->grad, m->b->grad);
   return 0;
 }
@@ -102,7 +68,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "multinomial logistic regression, softmax cross-entropy",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = model_single_destroy,
     .step = &step_ops,
     .backward = &backward_ops,
 };
