@@ -9,20 +9,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 }
 
 static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.001", "learning rate, >= 0", NULL},
-    {"betas", LK_OPT_DOUBLES, "0.9,0.999",
-     "beta1,beta2: decay rates of the running averages of the gradient and "
-     "of its square, each in [0, 1)",
-     NULL},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "added to the denominator for numerical stability, >= 0", NULL},
-    {"weight_decay", LK_OPT_DOUBLE, "0",
-     "L2 penalty added to the gradient, >= 0", NULL},
-    {"amsgrad", LK_OPT_BOOL, "false",
-     "divide by the largest second moment so far (AMSGrad)", NULL},
-    {"maximize", LK_OPT_BOOL, "false",
-     "maximize the objective instead of minimizing it", NULL},
-    {NULL, 0, NULL, NULL, NULL}};
+    ADAM_OPTIONS("0", "L2 penalty added to the gradient")};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
@@ -32,7 +19,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "Adam, as torch.optim.Adam",
     .options = options,
     .create = create,
-    .destroy = adam_destroy,
+    .destroy = optim_destroy,
     .optimizer = &adam_optimizer_ops,
     .check_state = adam_check_state,
 };

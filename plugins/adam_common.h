@@ -17,142 +17,62 @@
 #ifndef LOOPKIT_PLUGINS_ADAM_COMMON_H
 #define LOOPKIT_PLUGINS_ADAM_COMMON_H
 
-#include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include <loopkit/loopkit.h>
 
 #include "fma_clones.h"
+#include "optim_common.h"
 
 typedef struct adam {
-  lk_host *host;
-  lk_tensor *lr;   /* [1] f64, host state: a scheduler changes it */
-  lk_tensor *step; /* [1] f64, host state: steps taken (torch's state_steps) */
+  optim_common c; /* lr, step (torch's state_steps) */
   double beta1, beta2, eps, weight_decay;
   bool amsgrad, maximize, decoupled;
-  size_t n; /* parameters at create time */
-  /* Host state, one tensor per parameter each; max_exp_avg_sq only with
-   * amsgrad. Torch creates them as zeros at the first step, and the host
-   * zero-fills them, which is the same. */
+  /* Host state, one tensor per parameter each (c.bufs); max_exp_avg_sq
+   * only with amsgrad. Torch creates them as zeros at the first step, and
+   * the host zero-fills them, which is the same. */
   lk_tensor **exp_avg, **exp_avg_sq, **max_exp_avg_sq;
 } adam;
 
-static inline int adam_check_finite(lk_host *host, const char *name, double v) {
-  if (!isfinite(v))
-    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
-  return 0;
-}
-
-/* Adds the state tensor "WHAT.PARAM" shaped like each parameter. */
-static inline int adam_add_buffers(lk_host *host, lk_tensor *const *params,
-                                   size_t n, const char *what,
-                                   lk_tensor **out) {
-  for (size_t i = 0; i < n; i++) {
-    const lk_tensor *p = params[i];
-    char name[256];
-    if (snprintf(name, sizeof name, "%s.%s", what, p->name) >= (int)sizeof name)
-      return lk_fail(host, LK_EINVAL,
-                     "parameter name \"%s\" is too long for its %s buffer's "
-                     "name",
-                     p->name, what);
-    int rc =
-        lk_host_add_state(host, name, p->dtype, p->ndim, p->shape, &out[i]);
-    if (rc != 0)
-      return rc;
-  }
-  return 0;
-}
-
-static inline void adam_destroy(void *self) {
-  adam *s = self;
-  free(s->exp_avg);
-  free(s);
-}
-
-/* create, for both plugins: DECOUPLED selects AdamW's weight decay. */
+/* create, for both plugins: DECOUPLED selects AdamW's weight decay. The
+ * host has checked the ranges, in torch's order (the table's), and refused
+ * inf and nan (which torch lets through to poison the weights); a range
+ * cannot say how many betas there are. */
 static inline int adam_create(lk_host *host, const lk_options *o, void **self,
                               bool decoupled) {
-  double lr = lk_opt_double(o, "lr"), eps = lk_opt_double(o, "eps");
-  double weight_decay = lk_opt_double(o, "weight_decay");
   size_t n_betas = 0;
   const double *betas = lk_opt_doubles(o, "betas", &n_betas);
-  int rc;
-
   if (!betas || n_betas != 2)
     return lk_fail(host, LK_ECONFIG,
                    "option betas has %zu values: give two, beta1,beta2 "
                    "(default 0.9,0.999)",
                    n_betas);
-  /* torch's checks, in torch's order, after refusing inf and nan (which
-   * torch lets through to poison the weights). */
-  if ((rc = adam_check_finite(host, "lr", lr)) != 0 ||
-      (rc = adam_check_finite(host, "betas[0]", betas[0])) != 0 ||
-      (rc = adam_check_finite(host, "betas[1]", betas[1])) != 0 ||
-      (rc = adam_check_finite(host, "eps", eps)) != 0 ||
-      (rc = adam_check_finite(host, "weight_decay", weight_decay)) != 0)
+  void *mem = NULL;
+  int rc = optim_new(host, sizeof(adam), 3, lk_opt_double(o, "lr"), true, &mem);
+  if (rc != 0)
     return rc;
-  if (lr < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option lr = %g: invalid learning rate (must be >= 0)", lr);
-  if (eps < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option eps = %g: invalid epsilon value (must be >= 0)",
-                   eps);
-  for (int k = 0; k < 2; k++)
-    if (!(betas[k] >= 0 && betas[k] < 1))
-      return lk_fail(host, LK_ECONFIG,
-                     "option betas = %g,%g: invalid beta parameter at index "
-                     "%d (must be in [0, 1))",
-                     betas[0], betas[1], k);
-  if (weight_decay < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option weight_decay = %g: invalid weight_decay value "
-                   "(must be >= 0)",
-                   weight_decay);
-
-  size_t n = 0;
-  lk_tensor *const *params = lk_host_params(host, &n);
-  if (n == 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "no parameters to optimize (the model registered none)");
-
-  adam *s = calloc(1, sizeof *s);
-  if (!s)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  s->host = host;
+  adam *s = mem;
+  size_t n = s->c.n;
   s->beta1 = betas[0];
   s->beta2 = betas[1];
-  s->eps = eps;
-  s->weight_decay = weight_decay;
+  s->eps = lk_opt_double(o, "eps");
+  s->weight_decay = lk_opt_double(o, "weight_decay");
   s->amsgrad = lk_opt_bool(o, "amsgrad");
   s->maximize = lk_opt_bool(o, "maximize");
   s->decoupled = decoupled;
-  s->n = n;
-  /* One allocation for the three lists. */
-  if (!(s->exp_avg = calloc(3 * n, sizeof *s->exp_avg))) {
-    free(s);
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  }
-  s->exp_avg_sq = s->exp_avg + n;
-  s->max_exp_avg_sq = s->exp_avg + 2 * n;
-
-  size_t one = 1;
-  rc = lk_host_add_state(host, "lr", LK_F64, 1, &one, &s->lr);
+  s->exp_avg = s->c.bufs;
+  s->exp_avg_sq = s->c.bufs + n;
+  s->max_exp_avg_sq = s->c.bufs + 2 * n;
+  rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
   if (rc == 0)
-    rc = lk_host_add_state(host, "step", LK_F64, 1, &one, &s->step);
-  if (rc == 0)
-    rc = adam_add_buffers(host, params, n, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = adam_add_buffers(host, params, n, "exp_avg_sq", s->exp_avg_sq);
+    rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
   if (rc == 0 && s->amsgrad)
-    rc = adam_add_buffers(host, params, n, "max_exp_avg_sq", s->max_exp_avg_sq);
+    rc = optim_param_states(&s->c, "max_exp_avg_sq", s->max_exp_avg_sq);
   if (rc != 0) {
-    adam_destroy(s);
+    optim_destroy(s);
     return rc;
   }
-  *(double *)s->lr->data = lr;
   *self = s;
   return 0;
 }
@@ -161,23 +81,12 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
  * that are never negative (a negative one would make sqrt NaN). */
 static inline int adam_check_state(void *self) {
   adam *s = self;
-  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  int rc = optim_check_state(&s->c);
   if (rc == 0)
-    rc = lk_state_check(s->host, s->step, 0, LK_STATE_MAX_COUNT, true);
-  for (size_t i = 0; rc == 0 && i < s->n; i++) {
-    rc = lk_state_check(s->host, s->exp_avg_sq[i], 0, DBL_MAX, false);
-    if (rc == 0 && s->amsgrad)
-      rc = lk_state_check(s->host, s->max_exp_avg_sq[i], 0, DBL_MAX, false);
-  }
+    rc = optim_check_squares(&s->c, s->exp_avg_sq);
+  if (rc == 0 && s->amsgrad)
+    rc = optim_check_squares(&s->c, s->max_exp_avg_sq);
   return rc;
-}
-
-static inline double adam_get_lr(void *self) {
-  return *(const double *)((adam *)self)->lr->data;
-}
-
-static inline void adam_set_lr(void *self, double lr) {
-  *(double *)((adam *)self)->lr->data = lr;
 }
 
 /* The scalars of one step, computed in double as torch's Python code does. */
@@ -245,20 +154,14 @@ static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
   adam *s = self;
   if (closure && !isfinite(closure()))
     return 0; /* the evaluation failed or gave no loss: leave params be */
-  if (n != s->n)
-    return lk_fail(s->host, LK_ESTATE,
-                   "called with %zu parameters, created with %zu", n, s->n);
-  for (size_t i = 0; i < n; i++)
-    if (s->exp_avg[i]->numel != params[i]->numel ||
-        s->exp_avg[i]->dtype != params[i]->dtype)
-      return lk_fail(s->host, LK_ESTATE,
-                     "parameter %s does not match its buffer %s",
-                     params[i]->name, s->exp_avg[i]->name);
+  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
+  if (rc != 0)
+    return rc;
 
   /* torch counts steps per parameter; they all step together here. */
-  double step = ((double *)s->step->data)[0] += 1;
+  double step = ((double *)s->c.step->data)[0] += 1;
   adam_scalars c;
-  c.lr = adam_get_lr(s);
+  c.lr = optim_get_lr(s);
   c.step_size = c.lr / (1 - pow(s->beta1, step));
   c.bc2_sqrt = sqrt(1 - pow(s->beta2, step));
   for (size_t i = 0; i < n; i++) {
@@ -275,6 +178,24 @@ static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
 }
 
 static const lk_optimizer_ops adam_optimizer_ops = {
-    .step = adam_step, .get_lr = adam_get_lr, .set_lr = adam_set_lr};
+    .step = adam_step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+
+/* The options, in the order torch checks them (the host refuses the first
+ * bad one); WEIGHT_DECAY_DEFAULT and _HELP are the plugins' own. */
+/* clang-format off */
+#define ADAM_OPTIONS(weight_decay_default, weight_decay_help)                  \
+  {"lr", LK_OPT_DOUBLE, "0.001", "learning rate", "[0, inf)"},                \
+  {"eps", LK_OPT_DOUBLE, "1e-8",                                              \
+   "added to the denominator for numerical stability", "[0, inf)"},           \
+  {"betas", LK_OPT_DOUBLES, "0.9,0.999",                                      \
+   "beta1,beta2: decay rates of the running averages of the gradient and "    \
+   "of its square", "[0, 1)"},                                                \
+  {"weight_decay", LK_OPT_DOUBLE, weight_decay_default, weight_decay_help,    \
+   "[0, inf)"},                                                               \
+  {"amsgrad", LK_OPT_BOOL, "false",                                           \
+   "divide by the largest second moment so far (AMSGrad)", NULL},             \
+  OPTIM_MAXIMIZE_OPTION,                                                      \
+  {NULL, 0, NULL, NULL, NULL}
+/* clang-format on */
 
 #endif

@@ -57,16 +57,6 @@ static int add_state(checkpoint *s, lk_host *host) {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   int64_t top_k = lk_opt_int(o, "save_top_k");
-  if (top_k < -1)
-    return lk_fail(host, LK_ECONFIG,
-                   "option save_top_k = %lld: must be >= -1 (-1 keeps every "
-                   "checkpoint, 0 none, K the K best)",
-                   (long long)top_k);
-  if (top_k > 100000)
-    return lk_fail(host, LK_ECONFIG,
-                   "option save_top_k = %lld: at most 100000 (use -1 to keep "
-                   "every checkpoint)",
-                   (long long)top_k);
   checkpoint *s = calloc(1, sizeof *s);
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -237,8 +227,9 @@ static int on_train_end(void *self) {
 static const lk_option options[] = {
     MONITOR_OPTIONS,
     {"save_top_k", LK_OPT_INT, "1",
-     "how many of the best checkpoints to keep: K >= 1, -1 every one, 0 none",
-     NULL},
+     "how many of the best checkpoints to keep: K >= 1 (at most 100000), -1 "
+     "every one, 0 none",
+     "[-1, 100000]"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_callback_ops callback_ops = {

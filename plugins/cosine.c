@@ -13,46 +13,25 @@ typedef struct cosine {
   double eta_min;
 } cosine;
 
+/* torch's initial step (last_epoch 0) leaves the rate as it is. */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  int64_t t_max = lk_opt_int(o, "T_max");
-  double eta_min = lk_opt_double(o, "eta_min");
-  int rc;
-  if (t_max < 1)
-    return lk_fail(host, LK_ECONFIG, "option T_max = %lld: must be >= 1",
-                   (long long)t_max);
-  if ((rc = sched_check_finite(host, "eta_min", eta_min)) != 0)
-    return rc;
-  if (eta_min < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option eta_min = %g: must be >= 0 (a learning rate is "
-                   "never negative)",
-                   eta_min);
-  cosine *s = calloc(1, sizeof *s);
-  if (!s)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  s->t_max = t_max;
-  s->eta_min = eta_min;
-  /* torch's initial step (last_epoch 0) leaves the rate as it is. */
-  if ((rc = sched_init(&s->c, host, o)) != 0) {
-    free(s);
-    return rc;
+  int rc = sched_new(host, o, sizeof(cosine), self);
+  if (rc == 0) {
+    cosine *s = *self;
+    s->t_max = lk_opt_int(o, "T_max");
+    s->eta_min = lk_opt_double(o, "eta_min");
   }
-  *self = s;
-  return 0;
-}
-
-static void destroy(void *self) {
-  free(self);
+  return rc;
 }
 
 static int step(void *self, lk_interval when, const lk_metric *metrics,
                 size_t n) {
   cosine *s = self;
+  int64_t e;
   (void)metrics;
   (void)n;
-  if (!sched_mine(&s->c, when))
+  if (!sched_tick(&s->c, when, &e))
     return 0;
-  int64_t e = sched_advance(&s->c);
   double t = (double)s->t_max, lr = sched_lr(&s->c), eta = s->eta_min;
   /* torch's branch for `_step_count == 1 and last_epoch > 0` only serves a
    * scheduler constructed with last_epoch >= 0; a resume here restores the
@@ -70,8 +49,10 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
 
 static const lk_option options[] = {
     {"T_max", LK_OPT_INT, NULL,
-     "intervals from the initial rate down to eta_min, >= 1", NULL},
-    {"eta_min", LK_OPT_DOUBLE, "0", "the minimum learning rate, >= 0", NULL},
+     "intervals from the initial rate down to eta_min", "[1, inf)"},
+    {"eta_min", LK_OPT_DOUBLE, "0",
+     "the minimum learning rate (a learning rate is never negative)",
+     "[0, inf)"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
@@ -86,7 +67,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "CosineAnnealingLR",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = free,
     .scheduler = &scheduler_ops,
     .check_state = sched_check_state,
 };

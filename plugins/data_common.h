@@ -29,7 +29,7 @@ enum { DATA_NORM_NONE, DATA_NORM_SCALE, DATA_NORM_STANDARD };
 /* The options both plugins declare, in their option tables. */
 /* clang-format off */
 #define DATA_COMMON_OPTIONS(normalize_default, scale_help)                    \
-  {"batch_size", LK_OPT_INT, "64", "samples per batch", NULL},                \
+  {"batch_size", LK_OPT_INT, "64", "samples per batch", "[1, inf)"},          \
   {"shuffle", LK_OPT_BOOL, "true",                                            \
    "shuffle the training split, a new order each epoch drawn from "           \
    "[loop] seed", NULL},                                                      \
@@ -40,10 +40,10 @@ enum { DATA_NORM_NONE, DATA_NORM_SCALE, DATA_NORM_STANDARD };
    "statistics from the training part only (after val_split), applied to "    \
    "every split", "none|scale|standard"},                                     \
   {"val_split", LK_OPT_DOUBLE, "0",                                           \
-   "fraction of the training samples held out for validation, in [0, 1), "   \
-   "the same ones every epoch (drawn from [loop] seed)", NULL},               \
+   "fraction of the training samples held out for validation, the same "      \
+   "ones every epoch (drawn from [loop] seed)", "[0, 1)"},                    \
   {"limit", LK_OPT_INT, "0",                                                  \
-   "use only the first N samples of the training file (0: all)", NULL}
+   "use only the first N samples of the training file (0: all)", "[0, inf)"}
 /* clang-format on */
 
 /* The samples of one file, as read. */
@@ -92,20 +92,12 @@ static inline void data_destroy(void *self) {
   free(d);
 }
 
-/* Reads and checks the common options into a new data_set. */
+/* Reads the common options into a new data_set (their ranges are declared
+ * in DATA_COMMON_OPTIONS and enforced by the host). */
 static inline int data_new(lk_host *host, const lk_options *o, data_set **out) {
   int64_t bs = lk_opt_int(o, "batch_size"), limit = lk_opt_int(o, "limit");
   double vs = lk_opt_double(o, "val_split");
   const char *norm = lk_opt_string(o, "normalize");
-  if (bs < 1)
-    return lk_fail(host, LK_ECONFIG, "batch_size = %lld: must be >= 1",
-                   (long long)bs);
-  if (limit < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "limit = %lld: must be >= 0 (0: all samples)",
-                   (long long)limit);
-  if (!(vs >= 0 && vs < 1))
-    return lk_fail(host, LK_ECONFIG, "val_split = %g: must be in [0, 1)", vs);
   data_set *d = calloc(1, sizeof *d);
   if (!d)
     return lk_fail(host, LK_ENOMEM, "out of memory");

@@ -27,21 +27,6 @@ static void destroy(void *self) {
   free(s);
 }
 
-static int check_options(lk_host *host, const lk_options *o) {
-  int64_t patience = lk_opt_int(o, "patience");
-  double min_delta = lk_opt_double(o, "min_delta");
-  if (patience < 1)
-    return lk_fail(host, LK_ECONFIG,
-                   "option patience = %lld: must be >= 1 (checks without "
-                   "improvement before stopping)",
-                   (long long)patience);
-  if (!(min_delta >= 0) || !isfinite(min_delta))
-    return lk_fail(host, LK_ECONFIG,
-                   "option min_delta = %g: must be a finite number >= 0",
-                   min_delta);
-  return 0;
-}
-
 static int add_scalar(lk_host *host, const char *name, lk_tensor **out) {
   size_t one = 1;
   int rc = lk_host_add_state(host, name, LK_F64, 1, &one, out);
@@ -51,9 +36,7 @@ static int add_scalar(lk_host *host, const char *name, lk_tensor **out) {
 }
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = check_options(host, o);
-  if (rc != 0)
-    return rc;
+  int rc;
   early_stopping *s = calloc(1, sizeof *s);
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -165,10 +148,10 @@ static int on_train_end(void *self) {
 static const lk_option options[] = {
     MONITOR_OPTIONS,
     {"patience", LK_OPT_INT, "3",
-     "checks in a row without improvement after which training stops, >= 1",
-     NULL},
-    {"min_delta", LK_OPT_DOUBLE, "0",
-     "an improvement must be larger than this, >= 0", NULL},
+     "checks in a row without improvement after which training stops",
+     "[1, inf)"},
+    {"min_delta", LK_OPT_DOUBLE, "0", "an improvement must be larger than this",
+     "[0, inf)"},
     {"check_finite", LK_OPT_BOOL, "true",
      "stop at once when the monitor is NaN or infinite", NULL},
     {NULL, 0, NULL, NULL, NULL}};

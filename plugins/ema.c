@@ -59,12 +59,6 @@ static int add_averages(ema *s, lk_host *host) {
 }
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double decay = lk_opt_double(o, "decay");
-  if (!(decay >= 0 && decay < 1))
-    return lk_fail(host, LK_ECONFIG,
-                   "option decay = %g: must be >= 0 and < 1 (the weight of "
-                   "the old average)",
-                   decay);
   size_t n;
   lk_host_params(host, &n);
   if (n == 0)
@@ -75,7 +69,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   }
   s->host = host;
-  s->decay = decay;
+  s->decay = lk_opt_double(o, "decay");
   s->apply_at_end = lk_opt_bool(o, "apply_at_end");
   s->n = n;
   int rc = add_averages(s, host);
@@ -181,9 +175,8 @@ static int on_train_end(void *self) {
 
 static const lk_option options[] = {
     {"decay", LK_OPT_DOUBLE, "0.999",
-     "ema = decay * ema + (1 - decay) * weights after every optimizer step; "
-     ">= 0 and < 1",
-     NULL},
+     "ema = decay * ema + (1 - decay) * weights after every optimizer step",
+     "[0, 1)"},
     {"apply_at_end", LK_OPT_BOOL, "true",
      "copy the averages into the weights when training ends (the test split "
      "and the final checkpoint then use them)",

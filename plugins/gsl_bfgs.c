@@ -26,6 +26,8 @@
 #include <gsl/gsl_multimin.h>
 #include <loopkit/loopkit.h>
 
+#include "optim_common.h"
+
 typedef struct gsl_bfgs {
   lk_host *host;
   size_t n, n_params;
@@ -44,38 +46,18 @@ typedef struct gsl_bfgs {
 
 /* ---- the glue ----------------------------------------------------------- */
 
-/* The parameters, or their gradients, concatenated into V. */
-static void gather(lk_tensor *const *p, size_t np, bool grad, gsl_vector *v) {
-  for (size_t i = 0, j = 0; i < np; i++) {
-    const void *src = grad ? p[i]->grad : p[i]->data;
-    for (size_t k = 0; k < p[i]->numel; k++)
-      gsl_vector_set(v, j++,
-                     p[i]->dtype == LK_F64 ? ((const double *)src)[k]
-                                           : (double)((const float *)src)[k]);
-  }
-}
-
-/* V back into the parameters, rounded to each one's dtype. */
-static void scatter(lk_tensor *const *p, size_t np, const gsl_vector *v) {
-  for (size_t i = 0, j = 0; i < np; i++)
-    for (size_t k = 0; k < p[i]->numel; k++, j++)
-      if (p[i]->dtype == LK_F64)
-        ((double *)p[i]->data)[k] = gsl_vector_get(v, j);
-      else
-        ((float *)p[i]->data)[k] = (float)gsl_vector_get(v, j);
-}
-
 /* The loss at X, and its gradient into G unless G is NULL. */
 static double evaluate(gsl_bfgs *s, const gsl_vector *x, gsl_vector *g) {
   if (!s->failed && !(s->have_last && gsl_vector_equal(x, s->last_x))) {
-    scatter(s->params, s->n_params, x);
+    /* Through last_x: GSL's X may have a stride, our vectors have none. */
     gsl_vector_memcpy(s->last_x, x);
+    optim_scatter(s->params, s->n_params, s->last_x->data);
     s->have_last = true;
     s->evals++;
     s->last_f = s->closure();
     s->failed = isnan(s->last_f);
     if (!s->failed)
-      gather(s->params, s->n_params, true, s->last_g);
+      optim_gather(s->params, s->n_params, true, s->last_g->data);
   }
   if (s->failed) { /* a zero gradient ends GSL's line search at once */
     if (g)
@@ -113,22 +95,14 @@ static void on_gsl_error(const char *reason, const char *file, int line,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   gsl_bfgs *s = self;
-  size_t total = 0;
-  if (!closure)
-    return lk_fail(s->host, LK_EINVAL,
-                   "gsl_bfgs needs a closure: it evaluates the model several "
-                   "times per step");
-  for (size_t i = 0; i < n; i++)
-    total += params[i]->numel;
-  if (n != s->n_params || total != s->n)
-    return lk_fail(s->host, LK_ESTATE,
-                   "called with %zu parameters (%zu elements), created with "
-                   "%zu (%zu)",
-                   n, total, s->n_params, s->n);
+  int rc = optim_flat_check(s->host, "gsl_bfgs", params, n, closure,
+                            s->n_params, s->n);
+  if (rc != 0)
+    return rc;
 
   s->params = params, s->closure = closure;
   s->have_last = s->failed = false, s->evals = 0;
-  gather(params, n, false, s->x0);
+  optim_gather(params, n, false, s->x0->data);
   gsl_multimin_function_fdf fn = {f_cb, df_cb, fdf_cb, s->n, s};
   gsl_error_handler_t *prev = gsl_set_error_handler(on_gsl_error);
   gsl_reason = NULL;
@@ -153,14 +127,14 @@ static int step(void *self, lk_tensor *const *params, size_t n,
     evaluate(s, x, NULL); /* the closure runs (and x goes into the
                              parameters) only if x is new */
   if (s->failed) {
-    scatter(params, n, s->x0);
+    optim_scatter(params, n, s->x0->data);
     lk_log(s->host, LK_LOG_DEBUG,
            "step: NaN from the closure: parameters left where the step "
            "started");
     return 0;
   }
   if (status != GSL_SUCCESS && status != GSL_ENOPROG) {
-    scatter(params, n, s->x0);
+    optim_scatter(params, n, s->x0->data);
     return lk_fail(s->host, LK_EPLUGIN, "GSL's %s failed: %s (%s)",
                    gsl_multimin_fdfminimizer_name(s->m),
                    gsl_reason ? gsl_reason : "no reason given",
@@ -198,33 +172,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   double step_size = lk_opt_double(o, "step_size");
   double tol = lk_opt_double(o, "tol"), epsabs = lk_opt_double(o, "epsabs");
   int64_t max_iterations = lk_opt_int(o, "max_iterations");
-  if (!(step_size > 0) || !isfinite(step_size))
-    return lk_fail(host, LK_ECONFIG,
-                   "option step_size = %g: must be finite and > 0", step_size);
-  if (!(tol > 0 && tol < 1))
-    return lk_fail(host, LK_ECONFIG,
-                   "option tol = %g: must be in (0, 1) (0.1 is Fletcher's "
-                   "choice)",
-                   tol);
-  if (!(epsabs >= 0) || !isfinite(epsabs))
-    return lk_fail(host, LK_ECONFIG,
-                   "option epsabs = %g: must be finite and >= 0", epsabs);
-  if (max_iterations < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option max_iterations = %lld: must be >= 0 (0: no limit)",
-                   (long long)max_iterations);
-
-  size_t np = 0, n = 0;
-  lk_tensor *const *params = lk_host_params(host, &np);
-  if (np == 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "no parameters to optimize (the model registered none)");
-  for (size_t i = 0; i < np; i++) {
-    if (params[i]->dtype != LK_F64 && params[i]->dtype != LK_F32)
-      return lk_fail(host, LK_ECONFIG, "parameter %s: f64 or f32 only, not %s",
-                     params[i]->name, lk_dtype_name(params[i]->dtype));
-    n += params[i]->numel;
-  }
+  size_t np, n;
+  lk_tensor *const *params;
+  int rc = optim_flat_params(host, &params, &np, &n);
+  if (rc != 0)
+    return rc;
   if (n == 0)
     return lk_fail(host, LK_ECONFIG, "the parameters have no elements");
 
@@ -252,14 +204,16 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 /* gsl_multimin_fdfminimizer_set's arguments and gsl_multimin_test_gradient's
  * epsabs, with the values GSL's manual uses for BFGS. */
 static const lk_option options[] = {
-    {"step_size", LK_OPT_DOUBLE, "0.01", "length of the first trial step, > 0",
-     NULL},
+    {"step_size", LK_OPT_DOUBLE, "0.01", "length of the first trial step",
+     "(0, inf)"},
     {"tol", LK_OPT_DOUBLE, "0.1",
-     "line search accuracy: stop when |g.p| <= tol |g0.p|, in (0, 1)", NULL},
+     "line search accuracy: stop when |g.p| <= tol |g0.p| (0.1 is "
+     "Fletcher's choice)",
+     "(0, 1)"},
     {"epsabs", LK_OPT_DOUBLE, "1e-5", "stop when |g| < epsabs (Euclidean)",
-     NULL},
+     "[0, inf)"},
     {"max_iterations", LK_OPT_INT, "100",
-     "iterations per optimizer step; 0: until |g| < epsabs", NULL},
+     "iterations per optimizer step; 0: until |g| < epsabs", "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {.step = step};

@@ -42,6 +42,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "optim_common.h"
+
 /* torch's _strong_wolfe constants: LBFGS.step passes none of them, so its
  * line search uses tolerance_change = 1e-9 whatever the option says. */
 #define C1 1e-4
@@ -366,12 +368,6 @@ static double *st(lk_tensor *t) {
 /* ---- create --------------------------------------------------------------
  */
 
-static int check_finite(lk_host *host, const char *name, double v) {
-  if (!isfinite(v))
-    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
-  return 0;
-}
-
 static void destroy(void *self) {
   lbfgs *s = self;
   for (size_t i = 0; i < POOL; i++)
@@ -424,36 +420,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   double tol_change = lk_opt_double(o, "tolerance_change");
   int rc;
 
-  /* torch checks none of these; refuse what cannot work (history_size 0
-   * makes torch fail on its first update) or can only be a mistake. */
-  if ((rc = check_finite(host, "lr", lr)) != 0 ||
-      (rc = check_finite(host, "tolerance_grad", tol_grad)) != 0 ||
-      (rc = check_finite(host, "tolerance_change", tol_change)) != 0)
-    return rc;
-  if (lr < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option lr = %g: invalid learning rate (must be >= 0)", lr);
-  if (max_iter < 1)
-    return lk_fail(host, LK_ECONFIG, "option max_iter = %lld: must be >= 1",
-                   (long long)max_iter);
-  if (max_eval < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option max_eval = %lld: must be >= 1, or 0 for "
-                   "max_iter * 5 / 4",
-                   (long long)max_eval);
-  if (history < 1)
-    return lk_fail(host, LK_ECONFIG, "option history_size = %lld: must be >= 1",
-                   (long long)history);
-  if (tol_grad < 0 || tol_change < 0)
-    return lk_fail(host, LK_ECONFIG, "option %s = %g: a tolerance must be >= 0",
-                   tol_grad < 0 ? "tolerance_grad" : "tolerance_change",
-                   tol_grad < 0 ? tol_grad : tol_change);
-
   size_t np = 0, n = 0;
-  lk_tensor *const *params = lk_host_params(host, &np);
-  if (np == 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "no parameters to optimize (the model registered none)");
+  lk_tensor *const *params;
+  if ((rc = optim_params(host, &params, &np)) != 0)
+    return rc;
   for (size_t i = 0; i < np; i++) {
     if (params[i]->dtype != params[0]->dtype)
       return lk_fail(host, LK_ECONFIG,
@@ -949,23 +919,27 @@ static void set_lr(void *self, double lr) {
   st(((lbfgs *)self)->lr)[0] = lr;
 }
 
+/* torch checks none of these; the ranges refuse what cannot work
+ * (history_size 0 makes torch fail on its first update) or can only be a
+ * mistake. */
 static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "1", "learning rate (step length), >= 0", NULL},
-    {"max_iter", LK_OPT_INT, "20", "iterations per optimizer step, >= 1", NULL},
+    {"lr", LK_OPT_DOUBLE, "1", "learning rate (step length)", "[0, inf)"},
+    {"max_iter", LK_OPT_INT, "20", "iterations per optimizer step", "[1, inf)"},
     {"max_eval", LK_OPT_INT, "0",
      "closure evaluations per optimizer step; 0 means max_iter * 5 / 4 "
      "(torch's default, rounded down)",
-     NULL},
+     "[0, inf)"},
     {"tolerance_grad", LK_OPT_DOUBLE, "1e-7",
      "stop when max |gradient| <= this (torch's real default; its docstring "
      "says 1e-5)",
-     NULL},
+     "[0, inf)"},
     {"tolerance_change", LK_OPT_DOUBLE, "1e-9",
-     "stop when the loss or the parameters change by less than this", NULL},
+     "stop when the loss or the parameters change by less than this",
+     "[0, inf)"},
     {"history_size", LK_OPT_INT, "100",
      "update pairs kept (memory: 2 x history_size x parameters, "
      "checkpointed)",
-     NULL},
+     "[1, inf)"},
     {"line_search_fn", LK_OPT_ENUM, "none",
      "none (fixed step lr) or strong_wolfe (torch's line search, c1 = 1e-4, "
      "c2 = 0.9)",

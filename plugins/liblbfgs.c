@@ -25,6 +25,8 @@
 #include <lbfgs.h>
 #include <loopkit/loopkit.h>
 
+#include "optim_common.h"
+
 _Static_assert(sizeof(lbfgsfloatval_t) == sizeof(double),
                "liblbfgs must be built with LBFGS_FLOAT = 64");
 
@@ -45,33 +47,13 @@ typedef struct liblbfgs {
 
 /* ---- the glue ----------------------------------------------------------- */
 
-/* The parameters, or their gradients, concatenated into doubles. */
-static void gather(lk_tensor *const *p, size_t np, bool grad, double *v) {
-  for (size_t i = 0; i < np; i++) {
-    const void *src = grad ? p[i]->grad : p[i]->data;
-    for (size_t k = 0; k < p[i]->numel; k++)
-      *v++ = p[i]->dtype == LK_F64 ? ((const double *)src)[k]
-                                   : (double)((const float *)src)[k];
-  }
-}
-
-/* V back into the parameters, rounded to each one's dtype. */
-static void scatter(lk_tensor *const *p, size_t np, const double *v) {
-  for (size_t i = 0; i < np; i++)
-    for (size_t k = 0; k < p[i]->numel; k++, v++)
-      if (p[i]->dtype == LK_F64)
-        ((double *)p[i]->data)[k] = *v;
-      else
-        ((float *)p[i]->data)[k] = (float)*v;
-}
-
 static lbfgsfloatval_t evaluate(void *instance, const lbfgsfloatval_t *x,
                                 lbfgsfloatval_t *g, const int n,
                                 const lbfgsfloatval_t step) {
   liblbfgs *s = instance;
   (void)step;
   if (!s->failed) {
-    scatter(s->params, s->n_params, x);
+    optim_scatter(s->params, s->n_params, x);
     memcpy(s->last_x, x, (size_t)n * sizeof *x);
     s->have_last = true;
     s->evals++;
@@ -82,7 +64,7 @@ static lbfgsfloatval_t evaluate(void *instance, const lbfgsfloatval_t *x,
     memset(g, 0, (size_t)n * sizeof *g);
     return NAN;
   }
-  gather(s->params, s->n_params, true, g);
+  optim_gather(s->params, s->n_params, true, g);
   return s->last_f;
 }
 
@@ -143,34 +125,26 @@ static const char *reason(int code, bool *benign) {
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   liblbfgs *s = self;
-  size_t total = 0;
-  if (!closure)
-    return lk_fail(s->host, LK_EINVAL,
-                   "liblbfgs needs a closure: it evaluates the model several "
-                   "times per step");
-  for (size_t i = 0; i < n; i++)
-    total += params[i]->numel;
-  if (n != s->n_params || total != s->n)
-    return lk_fail(s->host, LK_ESTATE,
-                   "called with %zu parameters (%zu elements), created with "
-                   "%zu (%zu)",
-                   n, total, s->n_params, s->n);
+  int rc = optim_flat_check(s->host, "liblbfgs", params, n, closure,
+                            s->n_params, s->n);
+  if (rc != 0)
+    return rc;
 
   s->params = params, s->closure = closure;
   s->have_last = s->failed = false, s->evals = 0, s->iters = 0;
-  gather(params, n, false, s->x0);
+  optim_gather(params, n, false, s->x0);
   memcpy(s->x, s->x0, s->n * sizeof *s->x);
   int ret = lbfgs((int)s->n, s->x, NULL, evaluate, progress, s, &s->param);
 
   /* The loop must see the closure's result at the point we leave. */
   if (!s->failed &&
       (!s->have_last || memcmp(s->x, s->last_x, s->n * sizeof *s->x) != 0)) {
-    scatter(params, n, s->x);
+    optim_scatter(params, n, s->x);
     s->evals++;
     s->failed = isnan(s->last_f = closure());
   }
   if (s->failed) {
-    scatter(params, n, s->x0);
+    optim_scatter(params, n, s->x0);
     lk_log(s->host, LK_LOG_DEBUG,
            "step: NaN from the closure: parameters left where the step "
            "started");
@@ -188,26 +162,6 @@ static int step(void *self, lk_tensor *const *params, size_t n,
 }
 
 /* ---- create ------------------------------------------------------------- */
-
-static int int_opt(lk_host *h, const lk_options *o, const char *name,
-                   int64_t min, int *out) {
-  int64_t v = lk_opt_int(o, name);
-  if (v < min || v > INT_MAX)
-    return lk_fail(h, LK_ECONFIG, "option %s = %lld: must be in [%lld, %d]",
-                   name, (long long)v, (long long)min, INT_MAX);
-  *out = (int)v;
-  return 0;
-}
-
-static int nonneg_opt(lk_host *h, const lk_options *o, const char *name,
-                      double *out) {
-  double v = lk_opt_double(o, name);
-  if (!isfinite(v) || v < 0)
-    return lk_fail(h, LK_ECONFIG, "option %s = %g: must be finite and >= 0",
-                   name, v);
-  *out = v;
-  return 0;
-}
 
 static const struct {
   const char *name;
@@ -230,17 +184,17 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   lbfgs_parameter_t p;
   lbfgs_parameter_init(&p); /* min_step, max_step, xtol: its defaults */
   int rc;
-  /* liblbfgs checks these in lbfgs(), at the first step; m not at all. */
-  if ((rc = int_opt(host, o, "m", 1, &p.m)) != 0 ||
-      (rc = int_opt(host, o, "past", 0, &p.past)) != 0 ||
-      (rc = int_opt(host, o, "max_iterations", 0, &p.max_iterations)) != 0 ||
-      (rc = int_opt(host, o, "max_linesearch", 1, &p.max_linesearch)) != 0 ||
-      (rc = nonneg_opt(host, o, "epsilon", &p.epsilon)) != 0 ||
-      (rc = nonneg_opt(host, o, "delta", &p.delta)) != 0 ||
-      (rc = nonneg_opt(host, o, "ftol", &p.ftol)) != 0 ||
-      (rc = nonneg_opt(host, o, "gtol", &p.gtol)) != 0 ||
-      (rc = nonneg_opt(host, o, "wolfe", &p.wolfe)) != 0)
-    return rc;
+  /* liblbfgs checks these in lbfgs(), at the first step (m not at all): the
+   * host has checked them against their ranges before create. */
+  p.m = (int)lk_opt_int(o, "m");
+  p.past = (int)lk_opt_int(o, "past");
+  p.max_iterations = (int)lk_opt_int(o, "max_iterations");
+  p.max_linesearch = (int)lk_opt_int(o, "max_linesearch");
+  p.epsilon = lk_opt_double(o, "epsilon");
+  p.delta = lk_opt_double(o, "delta");
+  p.ftol = lk_opt_double(o, "ftol");
+  p.gtol = lk_opt_double(o, "gtol");
+  p.wolfe = lk_opt_double(o, "wolfe");
   const char *ls = lk_opt_string(o, "linesearch");
   for (size_t i = 0; i < sizeof linesearches / sizeof *linesearches; i++)
     if (strcmp(ls, linesearches[i].name) == 0)
@@ -253,17 +207,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                    "wolfe < 1",
                    p.wolfe, ls, p.ftol);
 
-  size_t np = 0, n = 0;
-  lk_tensor *const *params = lk_host_params(host, &np);
-  if (np == 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "no parameters to optimize (the model registered none)");
-  for (size_t i = 0; i < np; i++) {
-    if (params[i]->dtype != LK_F64 && params[i]->dtype != LK_F32)
-      return lk_fail(host, LK_ECONFIG, "parameter %s: f64 or f32 only, not %s",
-                     params[i]->name, lk_dtype_name(params[i]->dtype));
-    n += params[i]->numel;
-  }
+  size_t np, n;
+  lk_tensor *const *params;
+  if ((rc = optim_flat_params(host, &params, &np, &n)) != 0)
+    return rc;
   if (n == 0 || n > INT_MAX)
     return lk_fail(host, LK_ECONFIG,
                    "%zu parameter elements: liblbfgs takes 1 to %d", n,
@@ -286,34 +233,35 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 
 /* liblbfgs's names; its defaults except max_iterations (0 = no limit). */
 static const lk_option options[] = {
-    {"m", LK_OPT_INT, "6", "correction pairs kept, >= 1", NULL},
+    {"m", LK_OPT_INT, "6", "correction pairs kept", "[1, 2147483647]"},
     {"epsilon", LK_OPT_DOUBLE, "1e-5",
-     "stop when |g| < epsilon * max(1, |x|) (Euclidean norms)", NULL},
+     "stop when |g| < epsilon * max(1, |x|) (Euclidean norms)", "[0, inf)"},
     {"past", LK_OPT_INT, "0",
-     "iterations over which delta is measured; 0: no delta test", NULL},
+     "iterations over which delta is measured; 0: no delta test",
+     "[0, 2147483647]"},
     {"delta", LK_OPT_DOUBLE, "1e-5",
      "stop when the loss improved by a fraction < delta over past "
      "iterations",
-     NULL},
+     "[0, inf)"},
     {"max_iterations", LK_OPT_INT, "100",
-     "iterations per optimizer step; 0: until a stopping test holds", NULL},
+     "iterations per optimizer step; 0: until a stopping test holds",
+     "[0, 2147483647]"},
     {"linesearch", LK_OPT_ENUM, "morethuente", "line search algorithm",
      "morethuente|backtracking_armijo|backtracking_wolfe|"
      "backtracking_strong_wolfe"},
-    {"max_linesearch", LK_OPT_INT, "40", "evaluations per line search, >= 1",
-     NULL},
+    {"max_linesearch", LK_OPT_INT, "40", "evaluations per line search",
+     "[1, 2147483647]"},
     {"ftol", LK_OPT_DOUBLE, "1e-4",
-     "sufficient decrease (Armijo) coefficient, >= 0 (liblbfgs advises "
-     "< 0.5)",
-     NULL},
+     "sufficient decrease (Armijo) coefficient (liblbfgs advises < 0.5)",
+     "[0, inf)"},
     {"wolfe", LK_OPT_DOUBLE, "0.9",
      "curvature coefficient of the backtracking Wolfe searches, in "
      "(ftol, 1)",
-     NULL},
+     "[0, inf)"},
     {"gtol", LK_OPT_DOUBLE, "0.9",
-     "curvature coefficient of More-Thuente's search, >= 0 (liblbfgs "
-     "advises ftol < gtol < 1)",
-     NULL},
+     "curvature coefficient of More-Thuente's search (liblbfgs advises "
+     "ftol < gtol < 1)",
+     "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {.step = step};

@@ -5,49 +5,14 @@
  * is convex: the parameters start at zero. */
 #include "model_common.h"
 
-typedef struct linear {
-  lk_host *host;
-  size_t inputs, outputs;
-  lk_tensor *w, *b;
-  float *xf;    /* [cap, inputs]: an f64 batch's x in f32 */
-  float *r;     /* [cap, outputs]: prediction - y, kept for backward */
-  size_t cap;   /* batch size the buffers hold; they never shrink */
-  size_t ready; /* batch size of the training step backward may use, or 0 */
-} linear;
-
-static void destroy(void *self) {
-  linear *m = self;
-  free(m->xf);
-  free(m->r);
-  free(m);
-}
+/* buf[XF], [cap, inputs]: an f64 batch's x in f32; buf[R], [cap, outputs]:
+ * prediction - y, kept for backward. */
+typedef model_single linear;
+enum { XF, R };
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  model_blas_threads();
-  int64_t in = lk_opt_int(o, "inputs"), out = lk_opt_int(o, "outputs");
-  if (in < 1 || out < 1)
-    return lk_fail(host, LK_ECONFIG,
-                   "inputs = %lld and outputs = %lld must be >= 1",
-                   (long long)in, (long long)out);
-  int rc = model_check_data(host, "inputs", (size_t)in, 0, (size_t)out);
-  if (rc != 0)
-    return rc;
-  linear *m = calloc(1, sizeof *m);
-  if (!m)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  m->host = host;
-  m->inputs = (size_t)in;
-  m->outputs = (size_t)out;
-  size_t shape[2] = {m->outputs, m->inputs};
-  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
-  if (rc == 0)
-    rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
-  if (rc != 0) {
-    free(m);
-    return rc;
-  }
-  *self = m;
-  return 0;
+  return model_single_new(host, (size_t)lk_opt_int(o, "inputs"),
+                          (size_t)lk_opt_int(o, "outputs"), false, self);
 }
 
 static int check(linear *m, const lk_batch *b) {
@@ -80,44 +45,33 @@ static int check(linear *m, const lk_batch *b) {
   return 0;
 }
 
-static int reserve(linear *m, size_t n) {
-  if (n <= m->cap)
-    return 0;
-  free(m->xf);
-  free(m->r);
-  m->xf = model_alloc(n * m->inputs);
-  m->r = model_alloc(n * m->outputs);
-  m->cap = m->xf && m->r ? n : 0;
-  return m->cap ? 0
-                : lk_fail(m->host, LK_ENOMEM,
-                          "out of memory for a batch of %zu", n);
-}
-
-/* x as f32: the batch's own, or converted into xf. */
+/* x as f32: the batch's own, or converted into buf[XF]. */
 static const float *x_f32(linear *m, const lk_batch *b) {
   if (b->x.dtype == LK_F32)
     return b->x.data;
   const double *x = b->x.data;
   for (size_t i = 0; i < b->size * m->inputs; i++)
-    m->xf[i] = (float)x[i];
-  return m->xf;
+    m->buf[XF][i] = (float)x[i];
+  return m->buf[XF];
 }
 
 static int forward(linear *m, const lk_batch *b, lk_step_result *out) {
   size_t n = b->size, o = m->outputs;
   int rc;
   m->ready = 0;
-  if ((rc = check(m, b)) != 0 || (rc = reserve(m, n)) != 0)
+  if ((rc = check(m, b)) != 0 ||
+      (rc = model_single_reserve(m, n, m->inputs, m->outputs)) != 0)
     return rc;
+  float *r = m->buf[R];
   model_sgemm(false, true, n, o, m->inputs, 1, x_f32(m, b), m->inputs,
-              m->w->data, m->inputs, 0, m->r, o);
-  model_bias_act(m->r, m->b->data, n, o, MODEL_NONE);
+              m->w->data, m->inputs, 0, r, o);
+  model_bias_act(r, m->b->data, n, o, MODEL_NONE);
   double loss = 0;
   for (size_t i = 0; i < n * o; i++) {
     double y = b->y.dtype == LK_F32 ? ((const float *)b->y.data)[i]
                                     : ((const double *)b->y.data)[i];
-    m->r[i] = (float)(m->r[i] - y);
-    loss += (double)m->r[i] * m->r[i];
+    r[i] = (float)(r[i] - y);
+    loss += (double)r[i] * r[i];
   }
   out->has_loss = true;
   out->loss = loss / (double)(n * o);
@@ -140,19 +94,19 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
 static int backward(void *self, const lk_batch *b, double scale) {
   linear *m = self;
   size_t n = b->size;
-  if (m->ready == 0 || m->ready != n)
-    return lk_fail(m->host, LK_ESTATE,
-                   "backward without a training step on this batch");
-  const float *x = b->x.dtype == LK_F32 ? b->x.data : m->xf;
-  model_dense_grad(m->r, x, n, m->inputs, m->outputs,
+  int rc = model_check_ready(m->host, m->ready, n);
+  if (rc != 0)
+    return rc;
+  const float *x = b->x.dtype == LK_F32 ? b->x.data : m->buf[XF];
+  model_dense_grad(m->buf[R], x, n, m->inputs, m->outputs,
                    (float)(scale * 2 / (double)(n * m->outputs)), m->w->grad,
                    m->b->grad);
   return 0;
 }
 
 static const lk_option options[] = {
-    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", NULL},
-    {"outputs", LK_OPT_INT, "1", "targets per sample", NULL},
+    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", "[1, inf)"},
+    {"outputs", LK_OPT_INT, "1", "targets per sample", "[1, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
@@ -167,7 +121,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "linear regression, mean squared error",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = model_single_destroy,
     .step = &step_ops,
     .backward = &backward_ops,
 };

@@ -15,31 +15,15 @@ typedef struct linear_warmup {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   double start = lk_opt_double(o, "start_factor");
-  double end = lk_opt_double(o, "end_factor");
-  int64_t total_iters = lk_opt_int(o, "total_iters");
-  int rc;
-  if ((rc = sched_check_finite(host, "start_factor", start)) != 0 ||
-      (rc = sched_check_finite(host, "end_factor", end)) != 0)
+  void *mem = NULL;
+  int rc = sched_new(host, o, sizeof(linear_warmup), &mem);
+  if (rc != 0)
     return rc;
-  /* torch accepts start_factor = 0 and then divides by zero at the first
-   * step; loopkit refuses it. */
-  if (!(start > 0 && start <= 1))
-    return lk_fail(host, LK_ECONFIG,
-                   "option start_factor = %g: must be > 0 and <= 1", start);
-  if (!(end >= 0 && end <= 1))
-    return lk_fail(host, LK_ECONFIG,
-                   "option end_factor = %g: must be >= 0 and <= 1", end);
-  if (total_iters < 1)
-    return lk_fail(host, LK_ECONFIG, "option total_iters = %lld: must be >= 1",
-                   (long long)total_iters);
-  linear_warmup *s = calloc(1, sizeof *s);
-  if (!s)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
+  linear_warmup *s = mem;
   s->start = start;
-  s->end = end;
-  s->total_iters = total_iters;
-  if ((rc = sched_init(&s->c, host, o)) != 0 ||
-      (rc = sched_set_lr(&s->c, sched_lr(&s->c) * start)) != 0) {
+  s->end = lk_opt_double(o, "end_factor");
+  s->total_iters = lk_opt_int(o, "total_iters");
+  if ((rc = sched_set_lr(&s->c, sched_lr(&s->c) * start)) != 0) {
     free(s);
     return rc; /* torch's initial step: lr * start_factor */
   }
@@ -47,18 +31,14 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-static void destroy(void *self) {
-  free(self);
-}
-
 static int step(void *self, lk_interval when, const lk_metric *metrics,
                 size_t n) {
   linear_warmup *s = self;
+  int64_t e;
   (void)metrics;
   (void)n;
-  if (!sched_mine(&s->c, when))
+  if (!sched_tick(&s->c, when, &e))
     return 0;
-  int64_t e = sched_advance(&s->c);
   if (e > s->total_iters)
     return 0;
   double d = s->end - s->start;
@@ -68,13 +48,14 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
 }
 
 static const lk_option options[] = {
+    /* torch accepts start_factor = 0 and then divides by zero at the first
+     * step; loopkit refuses it. */
     {"start_factor", LK_OPT_DOUBLE, "0.3333333333333333",
-     "factor of the initial rate at the start, > 0 and <= 1 (torch's 1/3)",
-     NULL},
+     "factor of the initial rate at the start (torch's 1/3)", "(0, 1]"},
     {"end_factor", LK_OPT_DOUBLE, "1.0",
-     "factor of the initial rate after total_iters, >= 0 and <= 1", NULL},
+     "factor of the initial rate after total_iters", "[0, 1]"},
     {"total_iters", LK_OPT_INT, "5",
-     "intervals from start_factor to end_factor, >= 1", NULL},
+     "intervals from start_factor to end_factor", "[1, inf)"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
@@ -89,7 +70,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "warm-up), as torch's LinearLR",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = free,
     .scheduler = &scheduler_ops,
     .check_state = sched_check_state,
 };

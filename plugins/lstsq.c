@@ -23,9 +23,6 @@ static void destroy(void *self) {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   int64_t m = lk_opt_int(o, "m"), n = lk_opt_int(o, "n");
-  if (m < 1 || n < 1)
-    return lk_fail(host, LK_ECONFIG, "m = %lld and n = %lld must be >= 1",
-                   (long long)m, (long long)n);
   lstsq *p = calloc(1, sizeof *p);
   if (!p)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -105,8 +102,8 @@ static int backward(void *self, const lk_batch *batch, double scale) {
 }
 
 static const lk_option options[] = {
-    {"m", LK_OPT_INT, "20", "rows of A (samples)", NULL},
-    {"n", LK_OPT_INT, "5", "columns of A (weights)", NULL},
+    {"m", LK_OPT_INT, "20", "rows of A (samples)", "[1, inf)"},
+    {"n", LK_OPT_INT, "5", "columns of A (weights)", "[1, inf)"},
     {"dtype", LK_OPT_ENUM, "f64", "parameter type", "f64|f32"},
     {NULL, 0, NULL, NULL, NULL}};
 

@@ -134,12 +134,13 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                    "layers: expected at least two sizes (inputs,...,classes), "
                    "got %zu",
                    n);
+  /* The host has checked that each is in [1, 16777216]; a range cannot say
+   * "whole". */
   for (size_t i = 0; i < n; i++)
-    if (!(sizes[i] >= 1 && sizes[i] <= 1 << 24) || sizes[i] != floor(sizes[i]))
+    if (sizes[i] != floor(sizes[i]))
       return lk_fail(host, LK_ECONFIG,
-                     "layers: size %zu is %g; expected an integer from 1 to "
-                     "16777216",
-                     i + 1, sizes[i]);
+                     "layers: size %zu is %g; expected an integer", i + 1,
+                     sizes[i]);
   if (sizes[n - 1] < 2)
     return lk_fail(host, LK_ECONFIG,
                    "layers: the last size is the number of classes, >= 2");
@@ -162,13 +163,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     y->out = (size_t)sizes[l + 1];
     if (y->out > m->max_width)
       m->max_width = y->out;
-    char name[48];
-    size_t shape[2] = {y->out, y->in};
-    snprintf(name, sizeof name, "layer%zu.weight", l);
-    rc = lk_host_add_param(host, name, LK_F32, 2, shape, &y->w);
-    snprintf(name, sizeof name, "layer%zu.bias", l);
-    if (rc == 0)
-      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &y->b);
+    char name[32];
+    snprintf(name, sizeof name, "layer%zu", l);
+    rc = model_add_dense(host, name, y->in, y->out, &y->w, &y->b);
   }
   const char *init = lk_opt_string(o, "init");
   if (rc == 0 && init[0])
@@ -200,12 +197,7 @@ static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
                    l + 1 < m->n_layers ? m->act : MODEL_NONE);
     x = y->a;
   }
-  size_t correct;
-  double loss =
-      model_xent(x, b->y.data, n, classes, keep ? m->d[0] : NULL, &correct);
-  out->has_loss = true;
-  out->loss = loss / (double)n;
-  lk_result_metric(out, "acc", (double)correct / (double)n);
+  model_classify(x, b, classes, keep ? m->d[0] : NULL, out);
   if (keep)
     m->ready = n;
   return 0;
@@ -224,9 +216,9 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
 static int backward(void *self, const lk_batch *b, double scale) {
   mlp *m = self;
   size_t n = b->size;
-  if (m->ready == 0 || m->ready != n)
-    return lk_fail(m->host, LK_ESTATE,
-                   "backward without a training step on this batch");
+  int rc = model_check_ready(m->host, m->ready, n);
+  if (rc != 0)
+    return rc;
   float alpha = (float)(scale / (double)n); /* the loss is a mean */
   float *d = m->d[0], *spare = m->d[1];
   for (size_t l = m->n_layers; l-- > 0;) {
@@ -247,7 +239,8 @@ static int backward(void *self, const lk_batch *b, double scale) {
 
 static const lk_option options[] = {
     {"layers", LK_OPT_DOUBLES, "784,256,128,10",
-     "sizes: inputs, hidden layers..., classes", NULL},
+     "sizes: inputs, hidden layers..., classes (whole numbers; classes >= 2)",
+     "[1, 16777216]"},
     {"activation", LK_OPT_ENUM, "relu", "between the layers", "relu|tanh"},
     {"init", LK_OPT_STRING, "",
      "raw little-endian f32 file of every layer's weight [out, in] then bias "

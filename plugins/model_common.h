@@ -297,6 +297,19 @@ static inline double model_xent(const float *z, const int32_t *y, size_t n,
   return loss;
 }
 
+/* A classifier's result for batch B from its LOGITS [n, classes]: the mean
+ * softmax cross-entropy and the metric acc, with dL/dlogits of the summed
+ * loss in D unless D is NULL. */
+static inline void model_classify(const float *logits, const lk_batch *b,
+                                  size_t classes, float *d,
+                                  lk_step_result *out) {
+  size_t n = b->size, correct;
+  double loss = model_xent(logits, b->y.data, n, classes, d, &correct);
+  out->has_loss = true;
+  out->loss = loss / (double)n;
+  lk_result_metric(out, "acc", (double)correct / (double)n);
+}
+
 /* ---- the data, at create --------------------------------------------- */
 
 /* "784 (1x28x28)" */
@@ -404,6 +417,100 @@ static inline int model_check_labels(lk_host *host, const lk_batch *b,
 static inline float *model_alloc(size_t n) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
   return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* ---- the scaffolding of a model ---------------------------------------- */
+
+/* A dense layer's parameters, as torch.nn.Linear names and shapes them:
+ * PREFIX.weight [out, in] and PREFIX.bias [out] (PREFIX NULL: weight and
+ * bias), f32, zero-filled. */
+static inline int model_add_dense(lk_host *host, const char *prefix, size_t in,
+                                  size_t out, lk_tensor **w, lk_tensor **b) {
+  char name[64];
+  size_t shape[2] = {out, in};
+  snprintf(name, sizeof name, "%s%sweight", prefix ? prefix : "",
+           prefix ? "." : "");
+  int rc = lk_host_add_param(host, name, LK_F32, 2, shape, w);
+  snprintf(name, sizeof name, "%s%sbias", prefix ? prefix : "",
+           prefix ? "." : "");
+  return rc ? rc : lk_host_add_param(host, name, LK_F32, 1, shape, b);
+}
+
+/* Makes the K batch buffers BUF[i] hold N rows of WIDTH[i] floats; *CAP is
+ * the rows they hold, and they never shrink. On failure *CAP is 0 (every
+ * buffer is reallocated at the next batch). */
+static inline int model_reserve(lk_host *host, size_t n, size_t *cap,
+                                float **buf[], const size_t width[], int k) {
+  if (n <= *cap)
+    return 0;
+  bool ok = true;
+  for (int i = 0; i < k; i++) {
+    free(*buf[i]);
+    ok = (*buf[i] = model_alloc(n * width[i])) && ok;
+  }
+  *cap = ok ? n : 0;
+  return ok ? 0
+            : lk_fail(host, LK_ENOMEM, "out of memory for a batch of %zu", n);
+}
+
+/* ---- a model of one dense layer (linear, softmax) ----------------------- */
+
+typedef struct model_single {
+  lk_host *host;
+  size_t inputs, outputs;
+  lk_tensor *w, *b; /* parameters weight [outputs, inputs], bias [outputs] */
+  float *buf[2];    /* the plugin's batch buffers, cap rows each */
+  size_t cap;       /* batch size the buffers hold; they never shrink */
+  size_t ready;     /* batch size of the training step backward may use, or 0 */
+} model_single;
+
+static inline void model_single_destroy(void *self) {
+  model_single *m = self;
+  free(m->buf[0]);
+  free(m->buf[1]);
+  free(m);
+}
+
+/* create: a layer of IN inputs and OUT outputs, the logits of OUT classes
+ * when CLASSIFY (else OUT real targets), checked against the data's
+ * samples; its parameters start at zero. */
+static inline int model_single_new(lk_host *host, size_t in, size_t out,
+                                   bool classify, void **self) {
+  model_blas_threads();
+  int rc = model_check_data(host, "inputs", in, classify ? out : 0,
+                            classify ? 0 : out);
+  if (rc != 0)
+    return rc;
+  model_single *m = calloc(1, sizeof *m);
+  if (!m)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  m->host = host;
+  m->inputs = in;
+  m->outputs = out;
+  if ((rc = model_add_dense(host, NULL, in, out, &m->w, &m->b)) != 0) {
+    free(m);
+    return rc;
+  }
+  *self = m;
+  return 0;
+}
+
+/* The two batch buffers for a batch of N, of WIDTH0 and WIDTH1 floats a
+ * sample. */
+static inline int model_single_reserve(model_single *m, size_t n, size_t width0,
+                                       size_t width1) {
+  float **buf[] = {&m->buf[0], &m->buf[1]};
+  size_t width[] = {width0, width1};
+  return model_reserve(m->host, n, &m->cap, buf, width, 2);
+}
+
+/* backward's precondition: READY, what the last training step left for it
+ * (its batch size, 0: nothing), is for this batch of N. */
+static inline int model_check_ready(lk_host *host, size_t ready, size_t n) {
+  if (ready == 0 || ready != n)
+    return lk_fail(host, LK_ESTATE,
+                   "backward without a training step on this batch");
+  return 0;
 }
 
 #endif

@@ -31,54 +31,25 @@ static void destroy(void *self) {
   free(s);
 }
 
-static int check_options(lk_host *host, const lk_options *o) {
-  static const char *const doubles[] = {"factor", "threshold", "min_lr", "eps"};
-  int rc;
-  for (size_t i = 0; i < sizeof doubles / sizeof doubles[0]; i++)
-    if ((rc = sched_check_finite(host, doubles[i],
-                                 lk_opt_double(o, doubles[i]))) != 0)
-      return rc;
+/* The host has checked the ranges (and that factor < 1 before create, as
+ * torch's ValueError does); a range cannot say "not empty". */
+static int create(lk_host *host, const lk_options *o, void **self) {
   const char *monitor = lk_opt_string(o, "monitor");
-  double factor = lk_opt_double(o, "factor");
   if (!monitor || !*monitor)
     return lk_fail(host, LK_ECONFIG,
                    "option monitor is empty: name a metric such as val_loss");
-  if (factor >= 1.0) /* torch's ValueError */
-    return lk_fail(host, LK_ECONFIG, "option factor = %g: must be < 1", factor);
-  if (factor < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option factor = %g: must be >= 0 (a learning rate is "
-                   "never negative)",
-                   factor);
-  /* A negative threshold (a tolerance) is odd but torch allows it. */
-  static const char *const at_least_zero[] = {"min_lr", "eps"};
-  for (size_t i = 0; i < 2; i++) {
-    double v = lk_opt_double(o, at_least_zero[i]);
-    if (v < 0)
-      return lk_fail(host, LK_ECONFIG, "option %s = %g: must be >= 0",
-                     at_least_zero[i], v);
-  }
-  static const char *const counts[] = {"patience", "cooldown"};
-  for (size_t i = 0; i < 2; i++) {
-    int64_t v = lk_opt_int(o, counts[i]);
-    if (v < 0)
-      return lk_fail(host, LK_ECONFIG, "option %s = %lld: must be >= 0",
-                     counts[i], (long long)v);
-  }
-  return 0;
-}
-
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = check_options(host, o);
+  /* torch's constructor does not step: the rate stays as it is. */
+  void *mem = NULL;
+  int rc = sched_new(host, o, sizeof(plateau), &mem);
   if (rc != 0)
     return rc;
-  plateau *s = calloc(1, sizeof *s);
-  size_t len = strlen(lk_opt_string(o, "monitor")) + 1;
-  if (!s || !(s->monitor = malloc(len))) {
+  plateau *s = mem;
+  size_t len = strlen(monitor) + 1, one = 1;
+  if (!(s->monitor = malloc(len))) {
     free(s);
     return lk_fail(host, LK_ENOMEM, "out of memory");
   }
-  memcpy(s->monitor, lk_opt_string(o, "monitor"), len);
+  memcpy(s->monitor, monitor, len);
   s->max = strcmp(lk_opt_string(o, "mode"), "max") == 0;
   s->rel = strcmp(lk_opt_string(o, "threshold_mode"), "rel") == 0;
   s->factor = lk_opt_double(o, "factor");
@@ -87,11 +58,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->eps = lk_opt_double(o, "eps");
   s->patience = lk_opt_int(o, "patience");
   s->cooldown = lk_opt_int(o, "cooldown");
-
-  /* torch's constructor does not step: the rate stays as it is. */
-  size_t one = 1;
-  if ((rc = sched_init(&s->c, host, o)) != 0 ||
-      (rc = lk_host_add_state(host, "best", LK_F64, 1, &one, &s->best)) != 0 ||
+  if ((rc = lk_host_add_state(host, "best", LK_F64, 1, &one, &s->best)) != 0 ||
       (rc = lk_host_add_state(host, "best_inf", LK_F64, 1, &one,
                               &s->best_inf)) != 0 ||
       (rc = lk_host_add_state(host, "num_bad_epochs", LK_F64, 1, &one,
@@ -191,21 +158,24 @@ static const lk_option options[] = {
     {"mode", LK_OPT_ENUM, "min",
      "min: reduce when the monitor stops decreasing; max: stops increasing",
      "min|max"},
-    {"factor", LK_OPT_DOUBLE, "0.1", "new lr = lr * factor, >= 0 and < 1",
-     NULL},
+    {"factor", LK_OPT_DOUBLE, "0.1",
+     "new lr = lr * factor (< 1: torch's ValueError; a learning rate is never "
+     "negative)",
+     "[0, 1)"},
     {"patience", LK_OPT_INT, "10",
-     "intervals without improvement tolerated before a reduction, >= 0", NULL},
+     "intervals without improvement tolerated before a reduction", "[0, inf)"},
+    /* A negative threshold (a tolerance) is odd but torch allows it. */
     {"threshold", LK_OPT_DOUBLE, "1e-4",
      "how much better counts as an improvement", NULL},
     {"threshold_mode", LK_OPT_ENUM, "rel",
      "rel: better than best * (1 -/+ threshold); abs: best -/+ threshold",
      "rel|abs"},
     {"cooldown", LK_OPT_INT, "0",
-     "intervals after a reduction in which nothing is counted, >= 0", NULL},
-    {"min_lr", LK_OPT_DOUBLE, "0", "lower bound of the learning rate, >= 0",
-     NULL},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "a reduction by eps or less is not made, >= 0", NULL},
+     "intervals after a reduction in which nothing is counted", "[0, inf)"},
+    {"min_lr", LK_OPT_DOUBLE, "0", "lower bound of the learning rate",
+     "[0, inf)"},
+    {"eps", LK_OPT_DOUBLE, "1e-8", "a reduction by eps or less is not made",
+     "[0, inf)"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 

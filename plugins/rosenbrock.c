@@ -21,10 +21,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   size_t n_x0 = 0;
   const double *x0 = lk_opt_doubles(o, "x0", &n_x0);
   const char *dtype = lk_opt_string(o, "dtype");
-  if (n < 2)
-    return lk_fail(host, LK_ECONFIG,
-                   "option n = %lld: the Rosenbrock function needs n >= 2",
-                   (long long)n);
   if (!x0 || n_x0 == 0)
     return lk_fail(host, LK_ECONFIG,
                    "option x0 is empty: give at least one "
@@ -126,7 +122,7 @@ static int backward(void *self, const lk_batch *batch, double scale) {
 }
 
 static const lk_option options[] = {
-    {"n", LK_OPT_INT, "2", "dimension (>= 2)", NULL},
+    {"n", LK_OPT_INT, "2", "dimension", "[2, inf)"},
     {"x0", LK_OPT_DOUBLES, "-1.2,1", "starting point, cycled to length n",
      NULL},
     {"dtype", LK_OPT_ENUM, "f64", "precision of x and of the arithmetic",

@@ -30,14 +30,11 @@ static void destroy(void *self) {
 }
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double rho = lk_opt_double(o, "rho");
-  if (!(rho >= 0) || !isfinite(rho))
-    return lk_fail(host, LK_ECONFIG, "option rho = %g: must be >= 0", rho);
   sam *s = calloc(1, sizeof *s);
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
-  s->rho = rho;
+  s->rho = lk_opt_double(o, "rho");
   s->adaptive = lk_opt_bool(o, "adaptive");
   lk_tensor *const *params = lk_host_params(host, &s->n);
   s->e = calloc(s->n ? s->n : 1, sizeof *s->e);
@@ -119,7 +116,7 @@ static const lk_option options[] = {
     {"base", LK_OPT_STRING, "sgd",
      "the optimizer that takes the step (its options in its own section)",
      NULL},
-    {"rho", LK_OPT_DOUBLE, "0.05", "radius of the neighbourhood, >= 0", NULL},
+    {"rho", LK_OPT_DOUBLE, "0.05", "radius of the neighbourhood", "[0, inf)"},
     {"adaptive", LK_OPT_BOOL, "false",
      "ASAM: scale the perturbation by each weight's magnitude", NULL},
     {NULL, 0, NULL, NULL, NULL}};

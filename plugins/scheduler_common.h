@@ -1,7 +1,7 @@
 /* What the learning-rate scheduler plugins share: the interval option, the
- * state every one keeps (torch's last_epoch and base_lr), option checks and
- * metric look-ups. Static inline so that each plugin stays one shared object
- * that exports nothing but its descriptor.
+ * state every one keeps (torch's last_epoch and base_lr), the start of
+ * create and of step, and metric look-ups. Static inline so that each
+ * plugin stays one shared object that exports nothing but its descriptor.
  *
  * The schedulers reproduce torch.optim.lr_scheduler 1.13's recursive
  * ("chainable") get_lr: each new rate is computed from the optimizer's
@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <loopkit/loopkit.h>
@@ -36,13 +37,6 @@ typedef struct sched_common {
   lk_tensor *last_epoch; /* [1]: torch's last_epoch, step() calls so far */
   lk_tensor *base_lr;    /* [1]: the optimizer's rate at create (initial_lr) */
 } sched_common;
-
-static inline int sched_check_finite(lk_host *host, const char *name,
-                                     double v) {
-  if (!isfinite(v))
-    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
-  return 0;
-}
 
 /* Reads the interval and adds the common state: last_epoch = 0 and base_lr
  * = the optimizer's rate, as torch's constructor leaves them after its
@@ -69,6 +63,25 @@ static inline int sched_init(sched_common *c, lk_host *host,
   return 0;
 }
 
+/* The start of create: *OUT gets a zeroed struct of SIZE bytes that begins
+ * with a sched_common, set up by sched_init. The options' ranges are
+ * declared in the option tables and enforced by the host (ABI 1.4). The
+ * struct is freed with free(): a scheduler with nothing else to free has
+ * .destroy = free. */
+static inline int sched_new(lk_host *host, const lk_options *o, size_t size,
+                            void **out) {
+  sched_common *c = calloc(1, size);
+  if (!c)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  int rc = sched_init(c, host, o);
+  if (rc != 0) {
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
 /* A checkpoint's values of the common state: torch's step count and the
  * initial rate. SELF starts with a sched_common (every scheduler's first
  * member), so that this is check_state for those with no state of their
@@ -89,6 +102,17 @@ static inline int64_t sched_advance(sched_common *c) {
   double *e = c->last_epoch->data;
   *e += 1;
   return (int64_t)*e;
+}
+
+/* The start of step for a scheduler that needs no metric: false when WHEN
+ * is not its interval; otherwise torch's `self.last_epoch += 1`, the new
+ * value in *EPOCH. */
+static inline bool sched_tick(sched_common *c, lk_interval when,
+                              int64_t *epoch) {
+  if (!sched_mine(c, when))
+    return false;
+  *epoch = sched_advance(c);
+  return true;
 }
 
 static inline double sched_base_lr(const sched_common *c) {

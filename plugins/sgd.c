@@ -7,14 +7,13 @@
  * fma(k, b, a*m)) we call fma(), and the file must be compiled with
  * -ffp-contract=off so that the compiler fuses nothing else. f32 parameters
  * are updated in float with the scalars rounded to float, as torch does. */
-#include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include <loopkit/loopkit.h>
 
 #include "fma_clones.h"
+#include "optim_common.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -40,108 +39,49 @@ static bool cpu_has_avx2_fma(void) {
 #endif
 
 typedef struct sgd {
-  lk_host *host;
-  lk_tensor *lr; /* [1], host state: a scheduler changes it */
+  optim_common c; /* lr; bufs: the momentum buffers, with momentum only */
   double momentum, dampening, weight_decay;
   bool nesterov, maximize;
-  size_t n;               /* parameters at create time */
   bool avx2;              /* the float loop may use AVX2 and FMA */
-  lk_tensor **buf;        /* momentum buffers (host state), one per parameter */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
 } sgd;
 
-static int check_finite(lk_host *host, const char *name, double v) {
-  if (!isfinite(v))
-    return lk_fail(host, LK_ECONFIG, "option %s = %g: must be finite", name, v);
-  return 0;
-}
-
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double lr = lk_opt_double(o, "lr"), momentum = lk_opt_double(o, "momentum");
+  double momentum = lk_opt_double(o, "momentum");
   double dampening = lk_opt_double(o, "dampening");
-  double weight_decay = lk_opt_double(o, "weight_decay");
   bool nesterov = lk_opt_bool(o, "nesterov");
-  int rc;
-
-  /* torch's checks, in torch's order, after refusing inf and nan (which
-   * torch lets through to poison the weights). */
-  if ((rc = check_finite(host, "lr", lr)) != 0 ||
-      (rc = check_finite(host, "momentum", momentum)) != 0 ||
-      (rc = check_finite(host, "dampening", dampening)) != 0 ||
-      (rc = check_finite(host, "weight_decay", weight_decay)) != 0)
-    return rc;
-  if (lr < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option lr = %g: invalid learning rate (must be >= 0)", lr);
-  if (momentum < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option momentum = %g: invalid momentum (must be >= 0)",
-                   momentum);
-  if (weight_decay < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option weight_decay = %g: invalid weight decay "
-                   "(must be >= 0)",
-                   weight_decay);
+  /* The host has checked the ranges (and refused inf and nan, which torch
+   * lets through to poison the weights); torch's last check is one option
+   * against another. */
   if (nesterov && (momentum <= 0 || dampening != 0))
     return lk_fail(host, LK_ECONFIG,
                    "option nesterov = true requires momentum > 0 and "
                    "dampening = 0 (got momentum = %g, dampening = %g)",
                    momentum, dampening);
-
-  size_t n = 0;
-  lk_tensor *const *params = lk_host_params(host, &n);
-  if (n == 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "no parameters to optimize (the model registered none)");
-
-  sgd *s = calloc(1, sizeof *s);
-  if (!s)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  s->host = host;
+  /* torch keeps no buffer without momentum; with it, the buffers are host
+   * state so that a resumed run continues with them. */
+  void *mem = NULL;
+  int rc = optim_new(host, sizeof(sgd), momentum != 0, lk_opt_double(o, "lr"),
+                     false, &mem);
+  if (rc != 0)
+    return rc;
+  sgd *s = mem;
   s->momentum = momentum;
   s->dampening = dampening;
-  s->weight_decay = weight_decay;
+  s->weight_decay = lk_opt_double(o, "weight_decay");
   s->nesterov = nesterov;
   s->maximize = lk_opt_bool(o, "maximize");
-  s->n = n;
 #ifdef SGD_AVX2
   s->avx2 = cpu_has_avx2_fma();
 #endif
-
-  size_t one = 1;
-  if ((rc = lk_host_add_state(host, "lr", LK_F64, 1, &one, &s->lr)) != 0) {
-    free(s);
-    return rc;
-  }
-  *(double *)s->lr->data = lr;
-
-  /* torch keeps no buffer without momentum; with it, the buffers are host
-   * state so that a resumed run continues with them. */
   if (momentum != 0) {
-    s->buf = calloc(n, sizeof *s->buf);
-    if (!s->buf) {
-      free(s);
-      return lk_fail(host, LK_ENOMEM, "out of memory");
-    }
+    size_t one = 1;
     rc = lk_host_add_state(host, "initialized", LK_F64, 1, &one,
                            &s->initialized);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-      const lk_tensor *p = params[i];
-      char name[256];
-      if (snprintf(name, sizeof name, "momentum_buffer.%s", p->name) >=
-          (int)sizeof name) {
-        rc = lk_fail(host, LK_EINVAL,
-                     "parameter name \"%s\" is too long for its momentum "
-                     "buffer's name",
-                     p->name);
-        break;
-      }
-      rc = lk_host_add_state(host, name, p->dtype, p->ndim, p->shape,
-                             &s->buf[i]);
-    }
+    if (rc == 0)
+      rc = optim_param_states(&s->c, "momentum_buffer", s->c.bufs);
     if (rc != 0) {
-      free(s->buf);
-      free(s);
+      optim_destroy(s);
       return rc;
     }
   }
@@ -149,35 +89,21 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-static void destroy(void *self) {
-  sgd *s = self;
-  free(s->buf);
-  free(s);
-}
-
 #if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
 /* A checkpoint's values: a rate and a flag. */
 static int check_state(void *self) {
   sgd *s = self;
-  int rc = lk_state_check(s->host, s->lr, 0, DBL_MAX, false);
+  int rc = optim_check_state(&s->c);
   if (rc == 0 && s->initialized)
-    rc = lk_state_check(s->host, s->initialized, 0, 1, true);
+    rc = lk_state_check(s->c.host, s->initialized, 0, 1, true);
   return rc;
 }
 #endif
 
-static double get_lr(void *self) {
-  return *(const double *)((sgd *)self)->lr->data;
-}
-
-static void set_lr(void *self, double lr) {
-  *(double *)((sgd *)self)->lr->data = lr;
-}
-
 /* One parameter, in double. first: the buffer is empty and takes d_p. */
 FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g,
                                   double *buf, size_t numel, bool first) {
-  double lr = get_lr((void *)s);
+  double lr = optim_get_lr((void *)s);
   double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
   for (size_t k = 0; k < numel; k++) {
     double d = s->maximize ? -g[k] : g[k];
@@ -249,7 +175,7 @@ static void update_f32(const sgd *s, float *p, const float *g, float *buf,
   f32_coef c = {.wd = (float)s->weight_decay,
                 .m = (float)s->momentum,
                 .keep = (float)(1 - s->dampening),
-                .step = (float)-get_lr((void *)s),
+                .step = (float)-optim_get_lr((void *)s),
                 .decay = s->weight_decay != 0,
                 .momentum = s->momentum != 0,
                 .nesterov = s->nesterov,
@@ -269,20 +195,14 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   sgd *s = self;
   if (closure && !isfinite(closure()))
     return 0; /* the evaluation failed or gave no loss: leave params be */
-  if (n != s->n)
-    return lk_fail(s->host, LK_ESTATE,
-                   "called with %zu parameters, created with %zu", n, s->n);
-  for (size_t i = 0; s->buf && i < n; i++)
-    if (s->buf[i]->numel != params[i]->numel ||
-        s->buf[i]->dtype != params[i]->dtype)
-      return lk_fail(s->host, LK_ESTATE,
-                     "parameter %s does not match its momentum buffer %s",
-                     params[i]->name, s->buf[i]->name);
+  int rc = optim_check_params(&s->c, params, n, s->c.bufs);
+  if (rc != 0)
+    return rc;
   /* torch creates each buffer on the first step as a copy of d_p. */
   bool first = s->initialized && ((double *)s->initialized->data)[0] == 0;
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
-    void *buf = s->buf ? s->buf[i]->data : NULL;
+    void *buf = s->c.bufs ? s->c.bufs[i]->data : NULL;
     if (p->dtype == LK_F64)
       update_f64(s, p->data, p->grad, buf, p->numel, first);
     else
@@ -293,21 +213,22 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   return 0;
 }
 
+/* The ranges are torch's checks; the host makes them in the table's order,
+ * which is torch's (lr, momentum, weight_decay). */
 static const lk_option options[] = {
     {"lr", LK_OPT_DOUBLE, "0.001",
-     "learning rate, >= 0 (torch requires it; loopkit's default is 0.001)",
-     NULL},
-    {"momentum", LK_OPT_DOUBLE, "0", "momentum factor, >= 0", NULL},
+     "learning rate (torch requires it; loopkit's default is 0.001)",
+     "[0, inf)"},
+    {"momentum", LK_OPT_DOUBLE, "0", "momentum factor", "[0, inf)"},
     {"dampening", LK_OPT_DOUBLE, "0", "dampening for momentum", NULL},
-    {"weight_decay", LK_OPT_DOUBLE, "0", "L2 penalty, >= 0", NULL},
+    {"weight_decay", LK_OPT_DOUBLE, "0", "L2 penalty", "[0, inf)"},
     {"nesterov", LK_OPT_BOOL, "false",
      "Nesterov momentum (needs momentum > 0 and dampening = 0)", NULL},
-    {"maximize", LK_OPT_BOOL, "false",
-     "maximize the objective instead of minimizing it", NULL},
+    OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = get_lr, .set_lr = set_lr};
+    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
@@ -317,7 +238,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "stochastic gradient descent with momentum, as torch.optim.SGD",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = optim_destroy,
     .optimizer = &optimizer_ops,
 #if LK_ABI_MINOR >= 4
     .check_state = check_state,

@@ -4,48 +4,14 @@
  * same whatever the seed). */
 #include "model_common.h"
 
-typedef struct softmax {
-  lk_host *host;
-  size_t inputs, classes;
-  lk_tensor *w, *b;
-  float *z, *d; /* [cap, classes]: logits, and dL/dlogits for backward */
-  size_t cap;   /* batch size the buffers hold; they never shrink */
-  size_t ready; /* batch size of the training step backward may use, or 0 */
-} softmax;
-
-static void destroy(void *self) {
-  softmax *m = self;
-  free(m->z);
-  free(m->d);
-  free(m);
-}
+/* outputs: the classes; buf[Z] and buf[D], [cap, classes]: the logits,
+ * and dL/dlogits for backward. */
+typedef model_single softmax;
+enum { Z, D };
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  model_blas_threads();
-  int64_t in = lk_opt_int(o, "inputs"), c = lk_opt_int(o, "classes");
-  if (in < 1 || c < 2)
-    return lk_fail(host, LK_ECONFIG,
-                   "inputs = %lld must be >= 1 and classes = %lld >= 2",
-                   (long long)in, (long long)c);
-  int rc = model_check_data(host, "inputs", (size_t)in, (size_t)c, 0);
-  if (rc != 0)
-    return rc;
-  softmax *m = calloc(1, sizeof *m);
-  if (!m)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  m->host = host;
-  m->inputs = (size_t)in;
-  m->classes = (size_t)c;
-  size_t shape[2] = {m->classes, m->inputs};
-  rc = lk_host_add_param(host, "weight", LK_F32, 2, shape, &m->w);
-  if (rc == 0)
-    rc = lk_host_add_param(host, "bias", LK_F32, 1, shape, &m->b);
-  if (rc != 0) {
-    free(m);
-    return rc;
-  }
-  *self = m;
-  return 0;
+  return model_single_new(host, (size_t)lk_opt_int(o, "inputs"),
+                          (size_t)lk_opt_int(o, "classes"), true, self);
 }
 
 static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
@@ -54,26 +20,14 @@ static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
   int rc;
   m->ready = 0;
   if ((rc = model_check_x(m->host, b, m->inputs)) != 0 ||
-      (rc = model_check_labels(m->host, b, m->classes)) != 0)
+      (rc = model_check_labels(m->host, b, m->outputs)) != 0)
     return rc;
-  if (n > m->cap) {
-    free(m->z);
-    free(m->d);
-    m->z = model_alloc(n * m->classes);
-    m->d = model_alloc(n * m->classes);
-    m->cap = m->z && m->d ? n : 0;
-    if (!m->cap)
-      return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
-  }
-  model_sgemm(false, true, n, m->classes, m->inputs, 1, b->x.data, m->inputs,
-              m->w->data, m->inputs, 0, m->z, m->classes);
-  model_bias_act(m->z, m->b->data, n, m->classes, MODEL_NONE);
-  size_t correct;
-  double loss =
-      model_xent(m->z, b->y.data, n, m->classes, keep ? m->d : NULL, &correct);
-  out->has_loss = true;
-  out->loss = loss / (double)n;
-  lk_result_metric(out, "acc", (double)correct / (double)n);
+  if ((rc = model_single_reserve(m, n, m->outputs, m->outputs)) != 0)
+    return rc;
+  model_sgemm(false, true, n, m->outputs, m->inputs, 1, b->x.data, m->inputs,
+              m->w->data, m->inputs, 0, m->buf[Z], m->outputs);
+  model_bias_act(m->buf[Z], m->b->data, n, m->outputs, MODEL_NONE);
+  model_classify(m->buf[Z], b, m->outputs, keep ? m->buf[D] : NULL, out);
   if (keep)
     m->ready = n;
   return 0;
@@ -89,17 +43,17 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
 
 static int backward(void *self, const lk_batch *b, double scale) {
   softmax *m = self;
-  if (m->ready == 0 || m->ready != b->size)
-    return lk_fail(m->host, LK_ESTATE,
-                   "backward without a training step on this batch");
-  model_dense_grad(m->d, b->x.data, b->size, m->inputs, m->classes,
+  int rc = model_check_ready(m->host, m->ready, b->size);
+  if (rc != 0)
+    return rc;
+  model_dense_grad(m->buf[D], b->x.data, b->size, m->inputs, m->outputs,
                    (float)(scale / (double)b->size), m->w->grad, m->b->grad);
   return 0;
 }
 
 static const lk_option options[] = {
-    {"inputs", LK_OPT_INT, "784", "features per sample", NULL},
-    {"classes", LK_OPT_INT, "10", "number of classes", NULL},
+    {"inputs", LK_OPT_INT, "784", "features per sample", "[1, inf)"},
+    {"classes", LK_OPT_INT, "10", "number of classes", "[2, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
@@ -114,7 +68,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "multinomial logistic regression, softmax cross-entropy",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = model_single_destroy,
     .step = &step_ops,
     .backward = &backward_ops,
 };

@@ -12,56 +12,34 @@ typedef struct step_lr {
   double gamma;
 } step_lr;
 
+/* torch's initial step leaves the rate as it is. */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  int64_t step_size = lk_opt_int(o, "step_size");
-  double gamma = lk_opt_double(o, "gamma");
-  int rc;
-  if (step_size < 1)
-    return lk_fail(host, LK_ECONFIG, "option step_size = %lld: must be >= 1",
-                   (long long)step_size);
-  if ((rc = sched_check_finite(host, "gamma", gamma)) != 0)
-    return rc;
-  if (gamma < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option gamma = %g: must be >= 0 (a learning rate is never "
-                   "negative)",
-                   gamma);
-  step_lr *s = calloc(1, sizeof *s);
-  if (!s)
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  s->step_size = step_size;
-  s->gamma = gamma;
-  /* torch's initial step leaves the rate as it is. */
-  if ((rc = sched_init(&s->c, host, o)) != 0) {
-    free(s);
-    return rc;
+  int rc = sched_new(host, o, sizeof(step_lr), self);
+  if (rc == 0) {
+    step_lr *s = *self;
+    s->step_size = lk_opt_int(o, "step_size");
+    s->gamma = lk_opt_double(o, "gamma");
   }
-  *self = s;
-  return 0;
-}
-
-static void destroy(void *self) {
-  free(self);
+  return rc;
 }
 
 static int step(void *self, lk_interval when, const lk_metric *metrics,
                 size_t n) {
   step_lr *s = self;
+  int64_t epoch;
   (void)metrics;
   (void)n;
-  if (!sched_mine(&s->c, when))
-    return 0;
-  int64_t epoch = sched_advance(&s->c);
-  if (epoch % s->step_size != 0)
+  if (!sched_tick(&s->c, when, &epoch) || epoch % s->step_size != 0)
     return 0;
   return sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
 }
 
 static const lk_option options[] = {
-    {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals, >= 1",
-     NULL},
-    {"gamma", LK_OPT_DOUBLE, "0.1", "multiplicative factor of the decay, >= 0",
-     NULL},
+    {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals",
+     "[1, inf)"},
+    {"gamma", LK_OPT_DOUBLE, "0.1",
+     "multiplicative factor of the decay (a learning rate is never negative)",
+     "[0, inf)"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
@@ -76,7 +54,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "epochs, as torch's StepLR",
     .options = options,
     .create = create,
-    .destroy = destroy,
+    .destroy = free,
     .scheduler = &scheduler_ops,
     .check_state = sched_check_state,
 };

@@ -593,7 +593,7 @@ static void test_drop_last(void **state) {
               LK_ECONFIG, "drop_last", "batch_size = 64", "50 training samples",
               NULL);
   expect_fail("idx", idx_options("drop", "batch_size = 0"), LK_ECONFIG,
-              "batch_size = 0", NULL);
+              "idx.batch_size = 0: must be >= 1", NULL);
 }
 
 static void test_val_split(void **state) {
@@ -649,9 +649,9 @@ static void test_val_split(void **state) {
   expect_fail("idx", idx_options("val", "val_split = 0.999"), LK_ECONFIG,
               "val_split = 0.999 of 50 training samples leaves none", NULL);
   expect_fail("idx", idx_options("val", "val_split = 1"), LK_ECONFIG,
-              "val_split = 1: must be in [0, 1)", NULL);
+              "idx.val_split = 1: must be >= 0 and < 1", NULL);
   expect_fail("idx", idx_options("val", "val_split = -0.1"), LK_ECONFIG,
-              "val_split = -0.1", NULL);
+              "idx.val_split = -0.1: must be >= 0 and < 1", NULL);
 }
 
 static void test_limit(void **state) {
@@ -683,7 +683,7 @@ static void test_limit(void **state) {
   assert_int_equal(nt, 50);
   close_data(&d);
   expect_fail("idx", idx_options("limit", "limit = -1"), LK_ECONFIG,
-              "limit = -1", NULL);
+              "idx.limit = -1: must be >= 0", NULL);
 }
 
 /* ---- csv ------------------------------------------------------------------

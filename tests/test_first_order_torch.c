@@ -626,35 +626,75 @@ static void expect_refused(const char *optimizer, const char *options,
   cleanup(NULL); /* run_dir(3) again */
 }
 
+/* NEEDLE with "%s" for the optimizer's name. */
+static void expect_refused_as(const char *optimizer, const char *options,
+                              const char *needle) {
+  char text[256];
+  snprintf(text, sizeof text, needle, optimizer);
+  expect_refused(optimizer, options, text);
+}
+
+/* torch's checks are the options' ranges, which the host enforces before
+ * create, in torch's order (the first bad option is the one torch names);
+ * inf and nan are refused too. What a range cannot say (how many betas)
+ * the plugin refuses in create. */
 static void test_refused_options(void **state) {
   (void)state;
   static const char *const adams[] = {"adam", "adamw"};
   for (int i = 0; i < 2; i++) {
     const char *o = adams[i];
-    expect_refused(o, "lr=-0.1", "lr = -0.1");
-    expect_refused(o, "lr=inf", "lr = inf");
-    expect_refused(o, "eps=-1e-8", "eps = -1e-08");
-    expect_refused(o, "eps=nan", "eps = nan");
-    expect_refused(o, "betas=-0.1,0.999", "index 0");
-    expect_refused(o, "betas=0.9,1", "index 1");
-    expect_refused(o, "betas=1,0.999", "index 0");
-    expect_refused(o, "betas=0.9", "betas has 1 values");
-    expect_refused(o, "betas=0.9,0.99,0.999", "betas has 3 values");
-    expect_refused(o, "weight_decay=-0.01", "weight_decay = -0.01");
+    expect_refused_as(o, "lr=-0.1", "%s.lr = -0.1: must be >= 0");
+    expect_refused_as(o, "lr=inf", "%s.lr = inf: must be a finite number");
+    expect_refused_as(o, "eps=-1e-8", "%s.eps = -1e-8: must be >= 0");
+    expect_refused_as(o, "eps=nan", "%s.eps = nan: must be a finite number");
+    expect_refused_as(o, "betas=-0.1,0.999",
+                      "%s.betas = -0.1,0.999: value 1 must be >= 0 and < 1");
+    expect_refused_as(o, "betas=0.9,1",
+                      "%s.betas = 0.9,1: value 2 must be >= 0 and < 1");
+    expect_refused_as(o, "betas=1,0.999",
+                      "%s.betas = 1,0.999: value 1 must be >= 0 and < 1");
+    expect_refused_as(o, "betas=0.9", "betas has 1 values");
+    expect_refused_as(o, "betas=0.9,0.99,0.999", "betas has 3 values");
+    expect_refused_as(o, "weight_decay=-0.01",
+                      "%s.weight_decay = -0.01: must be >= 0");
+    /* torch's order: eps before betas, betas before weight_decay. */
+    expect_refused_as(o, "weight_decay=-1 betas=2,0 eps=-1",
+                      "%s.eps = -1: must be >= 0");
+    expect_refused_as(o, "weight_decay=-1 betas=2,0",
+                      "%s.betas = 2,0: value 1 must be >= 0 and < 1");
   }
-  expect_refused("rmsprop", "lr=-1", "lr = -1");
-  expect_refused("rmsprop", "eps=-1", "eps = -1");
-  expect_refused("rmsprop", "momentum=-0.9", "momentum = -0.9");
-  expect_refused("rmsprop", "weight_decay=-1", "weight_decay = -1");
-  expect_refused("rmsprop", "alpha=-0.5", "alpha = -0.5");
-  expect_refused("rmsprop", "alpha=inf", "alpha = inf");
-  expect_refused("adagrad", "lr=-1", "lr = -1");
-  expect_refused("adagrad", "lr_decay=-1", "lr_decay = -1");
-  expect_refused("adagrad", "weight_decay=-1", "weight_decay = -1");
+  expect_refused("rmsprop", "lr=-1", "rmsprop.lr = -1: must be >= 0");
+  expect_refused("rmsprop", "eps=-1", "rmsprop.eps = -1: must be >= 0");
+  expect_refused("rmsprop", "momentum=-0.9",
+                 "rmsprop.momentum = -0.9: must be >= 0");
+  expect_refused("rmsprop", "weight_decay=-1",
+                 "rmsprop.weight_decay = -1: must be >= 0");
+  expect_refused("rmsprop", "alpha=-0.5", "rmsprop.alpha = -0.5: must be >= 0");
+  expect_refused("rmsprop", "alpha=inf",
+                 "rmsprop.alpha = inf: must be a finite number");
+  /* torch's order: lr, eps, momentum, weight_decay, alpha. */
+  expect_refused("rmsprop", "alpha=-1 weight_decay=-1 momentum=-1 eps=-1",
+                 "rmsprop.eps = -1: must be >= 0");
+  expect_refused("rmsprop", "alpha=-1 weight_decay=-1 momentum=-1",
+                 "rmsprop.momentum = -1: must be >= 0");
+  expect_refused("rmsprop", "alpha=-1 weight_decay=-1",
+                 "rmsprop.weight_decay = -1: must be >= 0");
+  expect_refused("adagrad", "lr=-1", "adagrad.lr = -1: must be >= 0");
+  expect_refused("adagrad", "lr_decay=-1",
+                 "adagrad.lr_decay = -1: must be >= 0");
+  expect_refused("adagrad", "weight_decay=-1",
+                 "adagrad.weight_decay = -1: must be >= 0");
   expect_refused("adagrad", "initial_accumulator_value=-1",
-                 "initial_accumulator_value = -1");
-  expect_refused("adagrad", "eps=-1", "eps = -1");
-  expect_refused("adagrad", "lr_decay=nan", "lr_decay = nan");
+                 "adagrad.initial_accumulator_value = -1: must be >= 0");
+  expect_refused("adagrad", "eps=-1", "adagrad.eps = -1: must be >= 0");
+  expect_refused("adagrad", "lr_decay=nan",
+                 "adagrad.lr_decay = nan: must be a finite number");
+  /* torch's order: lr, lr_decay, weight_decay, initial_accumulator_value,
+   * eps. */
+  expect_refused("adagrad", "eps=-1 initial_accumulator_value=-1 lr_decay=-1",
+                 "adagrad.lr_decay = -1: must be >= 0");
+  expect_refused("adagrad", "eps=-1 initial_accumulator_value=-1",
+                 "adagrad.initial_accumulator_value = -1: must be >= 0");
 }
 
 /* ---- main ------------------------------------------------------------------

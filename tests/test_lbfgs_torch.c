@@ -624,13 +624,18 @@ static void expect_refused(const char *options, const char *needle) {
 
 static void test_refused_options(void **state) {
   (void)state;
-  expect_refused("lr = -1", "lr = -1");
-  expect_refused("lr = nan", "lr");
-  expect_refused("max_iter = 0", "max_iter = 0");
-  expect_refused("max_eval = -3", "max_eval = -3");
-  expect_refused("history_size = 0", "history_size = 0");
-  expect_refused("tolerance_grad = -1e-7", "tolerance_grad");
-  expect_refused("tolerance_change = -1", "tolerance_change");
+  /* Ranges the host enforces, inf and nan included. */
+  expect_refused("lr = -1", "lbfgs.lr = -1: must be >= 0");
+  expect_refused("lr = nan", "lbfgs.lr = nan: must be a finite number");
+  expect_refused("max_iter = 0", "lbfgs.max_iter = 0: must be >= 1");
+  expect_refused("max_eval = -3", "lbfgs.max_eval = -3: must be >= 0");
+  expect_refused("history_size = 0", "lbfgs.history_size = 0: must be >= 1");
+  expect_refused("tolerance_grad = -1e-7",
+                 "lbfgs.tolerance_grad = -1e-7: must be >= 0");
+  expect_refused("tolerance_change = -1",
+                 "lbfgs.tolerance_change = -1: must be >= 0");
+  expect_refused("tolerance_change = inf",
+                 "lbfgs.tolerance_change = inf: must be a finite number");
   expect_refused("line_search_fn = backtracking", "line_search_fn");
 }
 

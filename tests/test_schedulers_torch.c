@@ -627,28 +627,48 @@ static void expect_refused(const char *scheduler, const char *options,
 
 static void test_refused_options(void **state) {
   (void)state;
+  /* Ranges the host enforces (inf and nan included); a scheduler's create
+   * checks the rest. */
   expect_refused("step_lr", "", "step_size");
-  expect_refused("step_lr", "step_size = 0", "step_size = 0");
-  expect_refused("step_lr", "step_size = 3\ngamma = -0.5", "gamma = -0.5");
-  expect_refused("step_lr", "step_size = 3\ngamma = nan", "gamma");
+  expect_refused("step_lr", "step_size = 0",
+                 "step_lr.step_size = 0: must be >= 1");
+  expect_refused("step_lr", "step_size = 3\ngamma = -0.5",
+                 "step_lr.gamma = -0.5: must be >= 0");
+  expect_refused("step_lr", "step_size = 3\ngamma = nan",
+                 "step_lr.gamma = nan: must be a finite number");
   expect_refused("step_lr", "step_size = 3\ninterval = batch", "batch");
   expect_refused("cosine", "", "T_max");
-  expect_refused("cosine", "T_max = 0", "T_max = 0");
-  expect_refused("cosine", "T_max = 5\neta_min = -1", "eta_min = -1");
-  expect_refused("linear_warmup", "start_factor = 0", "start_factor = 0");
-  expect_refused("linear_warmup", "start_factor = 1.5", "start_factor = 1.5");
-  expect_refused("linear_warmup", "end_factor = 2", "end_factor = 2");
-  expect_refused("linear_warmup", "end_factor = -0.1", "end_factor = -0.1");
-  expect_refused("linear_warmup", "total_iters = 0", "total_iters = 0");
-  expect_refused("reduce_on_plateau", "factor = 1", "factor = 1");
-  expect_refused("reduce_on_plateau", "factor = -0.5", "factor = -0.5");
+  expect_refused("cosine", "T_max = 0", "cosine.T_max = 0: must be >= 1");
+  expect_refused("cosine", "T_max = 5\neta_min = -1",
+                 "cosine.eta_min = -1: must be >= 0");
+  expect_refused("cosine", "T_max = 5\neta_min = inf",
+                 "cosine.eta_min = inf: must be a finite number");
+  expect_refused("linear_warmup", "start_factor = 0",
+                 "linear_warmup.start_factor = 0: must be > 0 and <= 1");
+  expect_refused("linear_warmup", "start_factor = 1.5",
+                 "linear_warmup.start_factor = 1.5: must be > 0 and <= 1");
+  expect_refused("linear_warmup", "end_factor = 2",
+                 "linear_warmup.end_factor = 2: must be >= 0 and <= 1");
+  expect_refused("linear_warmup", "end_factor = -0.1",
+                 "linear_warmup.end_factor = -0.1: must be >= 0 and <= 1");
+  expect_refused("linear_warmup", "total_iters = 0",
+                 "linear_warmup.total_iters = 0: must be >= 1");
+  expect_refused("reduce_on_plateau", "factor = 1",
+                 "reduce_on_plateau.factor = 1: must be >= 0 and < 1");
+  expect_refused("reduce_on_plateau", "factor = -0.5",
+                 "reduce_on_plateau.factor = -0.5: must be >= 0 and < 1");
   expect_refused("reduce_on_plateau", "mode = maximum", "maximum");
   expect_refused("reduce_on_plateau", "threshold_mode = pct", "pct");
-  expect_refused("reduce_on_plateau", "threshold = inf", "threshold");
-  expect_refused("reduce_on_plateau", "patience = -1", "patience = -1");
-  expect_refused("reduce_on_plateau", "cooldown = -2", "cooldown = -2");
-  expect_refused("reduce_on_plateau", "min_lr = -1e-3", "min_lr = -0.001");
-  expect_refused("reduce_on_plateau", "eps = -1", "eps = -1");
+  expect_refused("reduce_on_plateau", "threshold = inf",
+                 "reduce_on_plateau.threshold = inf: must be a finite number");
+  expect_refused("reduce_on_plateau", "patience = -1",
+                 "reduce_on_plateau.patience = -1: must be >= 0");
+  expect_refused("reduce_on_plateau", "cooldown = -2",
+                 "reduce_on_plateau.cooldown = -2: must be >= 0");
+  expect_refused("reduce_on_plateau", "min_lr = -1e-3",
+                 "reduce_on_plateau.min_lr = -1e-3: must be >= 0");
+  expect_refused("reduce_on_plateau", "eps = -1",
+                 "reduce_on_plateau.eps = -1: must be >= 0");
 }
 
 /* ---- main ------------------------------------------------------------------

@@ -309,13 +309,23 @@ static void expect_refused(const char *section, const char *options,
 
 static void test_refused_options(void **state) {
   (void)state;
-  expect_refused("sgd", "lr = -0.1", "lr");
-  expect_refused("sgd", "momentum = -0.5", "momentum");
-  expect_refused("sgd", "weight_decay = -1", "weight_decay");
+  /* torch's checks are the ranges, refused by the host in torch's order,
+   * with inf and nan; nesterov is checked in create. */
+  expect_refused("sgd", "lr = -0.1", "sgd.lr = -0.1: must be >= 0");
+  expect_refused("sgd", "momentum = -0.5", "sgd.momentum = -0.5: must be >= 0");
+  expect_refused("sgd", "weight_decay = -1",
+                 "sgd.weight_decay = -1: must be >= 0");
+  expect_refused("sgd", "lr = inf", "sgd.lr = inf: must be a finite number");
+  expect_refused("sgd", "dampening = nan",
+                 "sgd.dampening = nan: must be a finite number");
+  expect_refused("sgd", "weight_decay = -1\nmomentum = -1\nlr = -1",
+                 "sgd.lr = -1: must be >= 0");
+  expect_refused("sgd", "weight_decay = -1\nmomentum = -1",
+                 "sgd.momentum = -1: must be >= 0");
   expect_refused("sgd", "nesterov = true", "nesterov");
   expect_refused("sgd", "nesterov = true\nmomentum = 0.9\ndampening = 0.5",
                  "dampening");
-  expect_refused("rosenbrock", "n = 1", "n = 1");
+  expect_refused("rosenbrock", "n = 1", "rosenbrock.n = 1: must be >= 2");
 }
 
 #define CASE_TEST(i, label)                                                    \

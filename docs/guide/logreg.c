@@ -31,20 +31,11 @@ static void destroy(void *self) {
 }
 
 static int create(lk_host *host, const lk_options *opts, void **self) {
+  /* The host checked each value against the range the option table
+   * declares (and that a double is finite) before calling us. */
   int64_t inputs = lk_opt_int(opts, "inputs");
   double l2 = lk_opt_double(opts, "l2");
   double init_std = lk_opt_double(opts, "init_std");
-  /* The host checked that each value parses as its type; the ranges are
-   * ours to check. strtod accepts "nan" and "inf": refuse them here. */
-  if (inputs < 1)
-    return lk_fail(host, LK_ECONFIG, "option inputs = %lld: must be >= 1",
-                   (long long)inputs);
-  if (!isfinite(l2) || l2 < 0)
-    return lk_fail(host, LK_ECONFIG, "option l2 = %g: must be finite and >= 0",
-                   l2);
-  if (!isfinite(init_std) || init_std < 0)
-    return lk_fail(host, LK_ECONFIG,
-                   "option init_std = %g: must be finite and >= 0", init_std);
 
   logreg *m = calloc(1, sizeof *m);
   if (!m)
@@ -195,10 +186,12 @@ static int backward(void *self, const lk_batch *b, double scale) {
 }
 
 static const lk_option options[] = {
-    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", NULL},
-    {"l2", LK_OPT_DOUBLE, "0", "L2 penalty l2/2 |w|^2 in the loss, >= 0", NULL},
+    /* name, type, default (NULL: required), help, range */
+    {"inputs", LK_OPT_INT, NULL, "features per sample (required)", "[1, inf)"},
+    {"l2", LK_OPT_DOUBLE, "0", "L2 penalty l2/2 |w|^2 in the loss", "[0, inf)"},
     {"init_std", LK_OPT_DOUBLE, "0",
-     "standard deviation of the initial weights (0: start at zero)", NULL},
+     "standard deviation of the initial weights (0: start at zero)",
+     "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
 /* test_step is NULL: the test split then uses validation_step. */

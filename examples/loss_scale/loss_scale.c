@@ -36,34 +36,14 @@ typedef struct scaler {
   bool overflowed, unscaled;
 } scaler;
 
-static int check(lk_host *host, const char *name, double v, bool ok,
-                 const char *want) {
-  return ok ? 0
-            : lk_fail(host, LK_ECONFIG, "option %s = %g: must be %s", name, v,
-                      want);
-}
-
 static int create(lk_host *host, const lk_options *o, void **self) {
   double init = lk_opt_double(o, "init_scale");
   double growth = lk_opt_double(o, "growth_factor");
   double backoff = lk_opt_double(o, "backoff_factor");
   double max_value = lk_opt_double(o, "max_value");
   int64_t interval = lk_opt_int(o, "growth_interval");
-  int rc;
-  if ((rc = check(host, "init_scale", init, init > 0 && isfinite(init),
-                  "> 0 and finite")) != 0 ||
-      (rc = check(host, "growth_factor", growth, growth > 1 && isfinite(growth),
-                  "> 1 and finite")) != 0 ||
-      (rc = check(host, "backoff_factor", backoff, backoff > 0 && backoff < 1,
-                  "> 0 and < 1")) != 0 ||
-      (rc = check(host, "max_value", max_value, max_value > 0,
-                  "> 0 (inf: only non-finite gradients overflow)")) != 0)
-    return rc;
-  if (interval < 1)
-    return lk_fail(host, LK_ECONFIG,
-                   "option growth_interval = %lld: must be >= 1",
-                   (long long)interval);
-
+  /* The host has checked every value against its range (the option
+   * table's last column) before create. */
   scaler *s = calloc(1, sizeof *s);
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
@@ -73,7 +53,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->max_value = max_value;
   s->growth_interval = interval;
   size_t one = 1;
-  rc = lk_host_add_state(host, "scale", LK_F64, 1, &one, &s->scale);
+  int rc = lk_host_add_state(host, "scale", LK_F64, 1, &one, &s->scale);
   if (rc == 0)
     rc =
         lk_host_add_state(host, "growth_tracker", LK_F64, 1, &one, &s->tracker);
@@ -185,19 +165,19 @@ static int on_train_batch_end(void *self, const lk_step_result *result) {
 }
 
 static const lk_option options[] = {
-    {"init_scale", LK_OPT_DOUBLE, "65536", "the first factor, > 0", NULL},
+    {"init_scale", LK_OPT_DOUBLE, "65536", "the first factor", "(0, inf)"},
     {"growth_factor", LK_OPT_DOUBLE, "2",
-     "the factor is multiplied by this after growth_interval good steps, > 1",
-     NULL},
+     "the factor is multiplied by this after growth_interval good steps",
+     "(1, inf)"},
     {"backoff_factor", LK_OPT_DOUBLE, "0.5",
-     "the factor is multiplied by this when gradients overflow, in (0, 1)",
-     NULL},
+     "the factor is multiplied by this when gradients overflow", "(0, 1)"},
     {"growth_interval", LK_OPT_INT, "2000",
-     "steps without overflow before the factor grows, >= 1", NULL},
+     "steps without overflow before the factor grows", "[1, inf)"},
+    /* The range closes on inf, so the host accepts inf here. */
     {"max_value", LK_OPT_DOUBLE, "65504",
      "a scaled gradient larger in magnitude has overflowed (fp16's largest "
      "value); inf: only non-finite ones",
-     NULL},
+     "(0, inf]"},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_precision_ops precision_ops = {

@@ -31,7 +31,7 @@ static int backward(void *self, const lk_batch *batch, double scale) {
 }
 
 static const lk_option options[] = {
-    {"n", LK_OPT_INT, "4", "number of variables", NULL}, {NULL}};
+    {"n", LK_OPT_INT, "4", "number of variables", "[0, inf)"}, {NULL}};
 static const lk_step_ops step_ops = {.training_step = step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 

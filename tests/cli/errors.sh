@@ -146,4 +146,62 @@ expect 0 'unit +double \[0, 1\) +default 0.5' "inspect shows a double's range" -
 expect 0 'n +int \[1, 1000\] +default 2' "inspect shows an int's range" -- inspect ranged
 expect 2 'plugin .*badrange.so .*option 1 \(lr\) declares the range ">= 0", which is not an interval such as \[0, inf\) or \(0, 1\]' \
   "a range that does not parse is refused at load" -- inspect "$LK_BROKEN_DIR/badrange.so"
+
+# ---- the bundled plugins' ranges ----
+# Every bundled plugin with numeric options declares their ranges: a value
+# outside one is refused by the host before any plugin is created (exit 2,
+# no run directory), naming the option, the value and the range; values at
+# a closed end are taken. refused ROLE=PLUGIN KEY=VALUE WORDS [--set ...]:
+# the role that loads the plugin, the refused setting, what the message
+# says after "option PLUGIN.KEY = VALUE: ", and any other settings needed.
+config base <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = rosenbrock
+optimizer = sgd
+INI
+refused() {
+  role=$1 setting=$2 words=$3
+  shift 3
+  plugin=${role#*=}
+  expect 2 "option $plugin\\.${setting%%=*} = ${setting#*=}: $words\$" \
+    "$plugin: ${setting%%=*} = ${setting#*=} is refused by its range" \
+    -- train "$T/base.ini" --out "$T/range" --set "plugins.$role" --set "$plugin.$setting" "$@"
+}
+refused optimizer=sgd momentum=-0.5 "must be >= 0"
+refused optimizer=adam betas=0.9,1 "value 2 must be >= 0 and < 1"
+refused optimizer=adamw eps=-1 "must be >= 0"
+refused optimizer=rmsprop alpha=-1 "must be >= 0"
+refused optimizer=adagrad initial_accumulator_value=-1 "must be >= 0"
+refused optimizer=lbfgs history_size=0 "must be >= 1"
+refused optimizer=sam rho=-0.1 "must be >= 0"
+refused scheduler=step_lr step_size=0 "must be >= 1"
+refused scheduler=cosine T_max=0 "must be >= 1"
+refused scheduler=linear_warmup start_factor=0 "must be > 0 and <= 1"
+refused scheduler=reduce_on_plateau factor=1 "must be >= 0 and < 1"
+refused callbacks=ema decay=1 "must be >= 0 and < 1"
+refused callbacks=early_stopping patience=0 "must be >= 1"
+refused callbacks=checkpoint save_top_k=100001 "must be >= -1 and <= 100000"
+refused data=idx batch_size=0 "must be >= 1"
+refused data=csv val_split=1 "must be >= 0 and < 1" --set csv.path=none.csv
+refused data=csv limit=-1 "must be >= 0" --set csv.path=none.csv
+refused step=linear inputs=0 "must be >= 1"
+refused step=softmax classes=1 "must be >= 2"
+refused step=mlp layers=784,0,10 "value 2 must be >= 1 and <= 16777216"
+refused step=rosenbrock n=1 "must be >= 2"
+refused step=lstsq m=0 "must be >= 1"
+check "no run directory for a refused range" test ! -e "$T/range"
+# At a closed end, taken: the ranges accept what the old checks did.
+expect 0 'trained 1 steps' "sgd: lr = 0 and momentum = 0 (closed ends) are taken" \
+  -- train "$T/base.ini" --out "$T/ends1" --set sgd.lr=0 --set sgd.momentum=0
+expect 0 'trained 1 steps' "adam: betas = 0,0 and eps = 0 are taken" \
+  -- train "$T/base.ini" --out "$T/ends2" --set plugins.optimizer=adam --set adam.betas=0,0 --set adam.eps=0
+expect 0 'trained 1 steps' "linear_warmup: start_factor = 1, end_factor = 0, total_iters = 1 are taken" \
+  -- train "$T/base.ini" --out "$T/ends3" --set plugins.scheduler=linear_warmup \
+  --set linear_warmup.start_factor=1 --set linear_warmup.end_factor=0 --set linear_warmup.total_iters=1
+expect 0 'trained 1 steps' "reduce_on_plateau: factor = 0, ema: decay = 0 are taken" \
+  -- train "$T/base.ini" --out "$T/ends4" --set plugins.scheduler=reduce_on_plateau \
+  --set reduce_on_plateau.factor=0 --set reduce_on_plateau.monitor=loss \
+  --set reduce_on_plateau.interval=step --set plugins.callbacks=ema --set ema.decay=0
 finish

@@ -96,6 +96,23 @@ sed '/^\[adam\]/,$d' gan.ini >"$T/gan-same.ini"
 lk "$T/gan" train "$T/gan-same.ini" --out "$T/gan-same" --quiet --set gan.g_optimizer=sgd
 check "gan: one plugin for both optimizers is refused" \
   sh -c "test $? -eq 1 && grep -q 'must name another plugin' '$T/out'"
+# Its options' ranges, enforced by the host before create; how many values
+# a pair takes is the plugin's check.
+lk "$T/gan" train gan.ini --out "$T/gan-bad1" --quiet --set gan.batch_size=0
+check "gan: batch_size 0 is refused by its range" \
+  sh -c "test $? -eq 2 && grep -q 'option gan.batch_size = 0: must be >= 1 and <= 1048576' '$T/out'"
+lk "$T/gan" train gan.ini --out "$T/gan-bad2" --quiet --set gan.target_std=1,0
+check "gan: a target_std of 0 is refused by its range, naming the value" \
+  sh -c "test $? -eq 2 && grep -q 'option gan.target_std = 1,0: value 2 must be > 0' '$T/out'"
+lk "$T/gan" train gan.ini --out "$T/gan-bad3" --quiet --set gan.r1=-1
+check "gan: a negative r1 is refused by its range" \
+  sh -c "test $? -eq 2 && grep -q 'option gan.r1 = -1: must be >= 0' '$T/out'"
+lk "$T/gan" train gan.ini --out "$T/gan-bad4" --quiet --set gan.target_mean=1,nan
+check "gan: a target_mean that is not finite is refused" \
+  sh -c "test $? -eq 2 && grep -q 'option gan.target_mean = 1,nan: value 2 must be a finite number' '$T/out'"
+lk "$T/gan" train gan.ini --out "$T/gan-bad5" --quiet --set gan.target_mean=1
+check "gan: a target_mean of one value is refused by the plugin" \
+  sh -c "test $? -eq 2 && grep -q 'option target_mean: give two values, x,y (1 given)' '$T/out'"
 
 # ---- bind_lbfgs ---------------------------------------------------------
 # A program linked with a sanitizer build of libloopkit must have the
@@ -190,4 +207,20 @@ check "loss_scale: a resumed run trains" test $? -eq 0
 check "loss_scale: it continues the scale and the growth count exactly" \
   sh -c "awk -F, 'NR > 151' '$csv' >'$T/ls.tail' && awk -F, 'NR > 1 && \$1 >= 150' '$T/ls-resumed/metrics.csv' |
     cmp -s - '$T/ls.tail' && test \$(wc -l <'$T/ls.tail') -eq 150"
+# Its options' ranges, enforced by the host before create; max_value's
+# closes on inf, which it therefore takes.
+lk "$T/loss_scale" inspect ./loss_scale.so
+check "loss_scale: inspect shows the ranges" \
+  sh -c "grep -Eq '^  backoff_factor +double \(0, 1\) +default 0.5' '$T/out' && grep -Eq '^  max_value +double \(0, inf\] +default 65504' '$T/out'"
+lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-inf" --quiet --set loop.max_steps=20 \
+  --set loss_scale.max_value=inf
+check "loss_scale: max_value = inf is taken (only non-finite gradients overflow)" test $? -eq 0
+for bad in "backoff_factor=1:must be > 0 and < 1" "growth_factor=1:must be > 1" \
+  "init_scale=inf:must be a finite number" "growth_interval=0:must be >= 1" \
+  "max_value=0:must be > 0"; do
+  setting=${bad%%:*} want=${bad#*:}
+  lk "$T/loss_scale" train loss_scale.ini --out "$T/ls-bad" --quiet --set "loss_scale.$setting"
+  check "loss_scale: $setting is refused by its range" \
+    sh -c "test $? -eq 2 && grep -q 'option loss_scale.${setting%%=*} = ${setting#*=}: $want' '$T/out'"
+done
 finish

@@ -48,4 +48,13 @@ check "trials: stopped after 7 epochs and resumed, it ends where the full run do
 lk train trials.ini --set trials.lr=1e308 --set loop.max_epochs=2 --out "$T/nan" --quiet >/dev/null 2>&1
 check "trials: a NaN from the closure leaves the weights alone" \
   sh -c "'$LOOPKIT' dump '$T/nan/checkpoints/last.ckpt' | awk '{ n++; if (\$2 != 0) bad = 1 } END { exit bad || n != 3 }'"
+lk train logreg.ini --set logreg.l2=-1 --out "$T/bad1" >"$T/out" 2>&1
+check "logreg: l2 = -1 is refused by the range its table declares" \
+  sh -c "test $? -eq 2 && grep -q 'option logreg.l2 = -1: must be >= 0$' '$T/out'"
+lk train trials.ini --set trials.factors=0.5,0,2 --out "$T/bad2" >"$T/out" 2>&1
+check "trials: a factor of 0 is refused by the range, naming the value" \
+  sh -c "test $? -eq 2 && grep -q 'option trials.factors = 0.5,0,2: value 2 must be > 0$' '$T/out'"
+lk inspect logreg >"$T/out" 2>&1
+check "inspect logreg shows the ranges as the guide does" \
+  sh -c "grep -Eq '^  l2 +double \[0, inf\) default 0$' '$T/out' && grep -Eq '^  inputs +int \[1, inf\) default \(required\)$' '$T/out'"
 finish

@@ -5,8 +5,9 @@
 # reaches the minimum loopkit's own lbfgs reaches, to 1e-8 per coordinate.
 # A NaN from the closure in the middle of a step ends the step at once and
 # leaves the parameters where it started; max_iterations ends a step with a
-# warning; a bad option value names the option. A plugin that was not built
-# (configure did not find its library) is skipped, saying why.
+# warning; a value outside an option's range is refused, naming the option
+# and the range. A plugin that was not built (configure did not find its
+# library) is skipped, saying why.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 cd "$T" || exit 1
 
@@ -85,8 +86,9 @@ nan_loss_at = 2
 trace = $T/nan.trace
 INI
 
-# interop PLUGIN BUILT REASON BAD_OPTION BAD_SETTING LAST [KEY = VALUE]...:
-# the checks of one plugin, run with the settings KEY = VALUE; LAST: extra
+# interop PLUGIN BUILT REASON BAD_MESSAGE BAD_SETTING LAST [KEY = VALUE]...:
+# the checks of one plugin, run with the settings KEY = VALUE; BAD_SETTING
+# is refused (by the option's range) with BAD_MESSAGE; LAST: extra
 # arguments for the final-loss run.
 interop() {
   plugin=$1 built=$2 reason=$3 bad=$4 bad_setting=$5 last=$6
@@ -98,7 +100,7 @@ interop() {
     skip "$plugin: the loop's loss is the loss at the final parameters" "$reason"
     skip "$plugin: a NaN at the closure's 3rd call ends the step there and leaves the parameters alone" "$reason"
     skip "$plugin: max_iterations ends a step with a warning" "$reason"
-    skip "$plugin: a bad option value names the option" "$reason"
+    skip "$plugin: a value outside an option's range is refused, naming the option and the range" "$reason"
     return
   fi
   for dim in 2 10; do
@@ -133,13 +135,14 @@ interop() {
   expect 0 "warning: $plugin: step: 3 iterations, .*max_iterations reached" \
     "$plugin: max_iterations ends a step with a warning" \
     -- train "$T/${plugin}2.ini" --out "$T/$plugin-max" --set "$plugin.max_iterations=3"
-  expect 2 "plugin $plugin .*option $bad" "$plugin: a bad option value names the option" \
+  expect 2 "$bad" "$plugin: a value outside an option's range is refused, naming the option and the range" \
     -- train "$T/${plugin}2.ini" --out "$T/$plugin-bad" --set "$plugin.$bad_setting"
 }
 
 # liblbfgs: epsilon is on |g| / max(1, |x|).
 interop liblbfgs "${LK_HAVE_LIBLBFGS:-no}" \
-  "built without liblbfgs (Debian: liblbfgs-dev)" m "m=0" \
+  "built without liblbfgs (Debian: liblbfgs-dev)" \
+  'option liblbfgs\.m = 0: must be >= 1 and <= 2147483647' "m=0" \
   "--set liblbfgs.max_linesearch=1" \
   "epsilon = 1e-12" "max_iterations = 0"
 # Its failed line search went back to where the step started.
@@ -157,7 +160,8 @@ fi
 # 1e-9 to 1e-6 from the minimum depending on step_size and tol (3e-7 at
 # n = 10 with its manual's 0.01 and 0.1); with these, 2.3e-9.
 interop gsl_bfgs "${LK_HAVE_GSL:-no}" \
-  "built without GSL (Debian: libgsl-dev)" tol "tol=1.5" "" \
+  "built without GSL (Debian: libgsl-dev)" \
+  'option gsl_bfgs\.tol = 1\.5: must be > 0 and < 1' "tol=1.5" "" \
   "epsabs = 1e-12" "max_iterations = 0" "step_size = 0.1" "tol = 0.5"
 
 finish

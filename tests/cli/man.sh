@@ -46,7 +46,10 @@ inspect_options() {
       if (def == "(required)") d = "no default"
       else if (def == "") d = "default \"\""
       else d = "default " def
-      print $1 " (" $2 ", " d ")"
+      # The type, and a number'"'"'s range after it: "double [0, inf)".
+      type = $0; sub(/^  [^ ]+ +/, "", type); sub(/ +default.*$/, "", type)
+      if (type ~ / /) { range = type; sub(/^[^ ]+ /, "", range); sub(/ .*/, "", type); type = type " in " range }
+      print $1 " (" type ", " d ")"
     }'
 }
 

@@ -9,8 +9,8 @@ check "plugins lists rosenbrock as step,backward" grep -Eq '^rosenbrock +step,ba
 check "plugins lists zero and simple" sh -c "grep -Eq '^zero +zero_grad ' '$T/out' && grep -Eq '^simple +profiler ' '$T/out'"
 check "plugins prints each summary" grep -q 'torch.optim.SGD' "$T/out"
 expect 0 'kinds: +optimizer' "inspect sgd shows its kind" -- inspect sgd
-check "inspect shows every option with type and default" \
-  sh -c "grep -Eq '^  lr +double +default ' '$T/out' && grep -Eq '^  nesterov +bool +default false' '$T/out' && grep -Eq '^  momentum +double +default 0' '$T/out'"
+check "inspect shows every option with type, range (if any) and default" \
+  sh -c "grep -Eq '^  lr +double \[0, inf\) +default ' '$T/out' && grep -Eq '^  nesterov +bool +default false' '$T/out' && grep -Eq '^  momentum +double \[0, inf\) +default 0' '$T/out' && grep -Eq '^  dampening +double +default 0' '$T/out'"
 expect 0 'dtype +f64\|f32 +default f64' "inspect shows enum choices" -- inspect rosenbrock
 expect 0 'path: +/.*/probe.so' "inspect by name finds test plugins on the path" -- inspect probe
 expect 0 'name: +probe' "inspect by path" -- inspect "$(sed -n 's/^path: *//p' "$T/out")"

@@ -35,6 +35,10 @@ LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$T/plugin:$T/root$pluginsd
   "$T/root$bindir/loopkit" train quadratic.ini --out "$T/qrun" >"$T/out" 2>&1
 check "the installed loopkit trains the out-of-tree plugin" test $? -eq 0
 check "it converges to x = 3" sh -c "'$LOOPKIT' dump '$T/qrun/checkpoints/last.ckpt' | awk '{ n++; d = \$2 - 3; if (d * d > 1e-12) bad = 1 } END { exit bad || n != 4 }'"
+LD_LIBRARY_PATH="$T/root$libdir" LOOPKIT_PLUGIN_PATH="$T/plugin:$T/root$pluginsdir" \
+  "$T/root$bindir/loopkit" train quadratic.ini --out "$T/qbad" --set quadratic.n=-1 >"$T/out" 2>&1
+check "the installed loopkit enforces the plugin's range: n = -1 is refused" \
+  sh -c "test $? -eq 2 && grep -q 'option quadratic.n = -1: must be >= 0' '$T/out'"
 
 # The layer kit: examples/nn_plugin, an MLP written with <loopkit/nn.h>,
 # builds the same way (the installed header, no -lloopkit) and learns the
