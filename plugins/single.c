@@ -1,5 +1,5 @@
 /* single: the default strategy, named so that a config can say
- * `strategy = single` (DESIGN.md): one process, rank 0 of 1, nothing to
+ * `strategy = single` (the default, loopkit.ini(5)): one process, rank 0 of 1, nothing to
  * reduce. The host behaves the same without any strategy. */
 #include <loopkit/loopkit.h>
 

@@ -1,4 +1,4 @@
-/* The closure's semantics (DESIGN.md section 2): call order, the loss
+/* The closure's semantics (docs/architecture.md, "The life of one batch"): call order, the loss
  * divisor, zero_grad only when asked, the no-loss warning, terminate_on_nan
  * for the loss and for parameters, consume-once and its two errors. */
 #include <math.h>

@@ -6,7 +6,7 @@
 
 #include <loopkit/loopkit.h>
 
-/* Exit statuses of DESIGN.md section 1. */
+/* Exit statuses, as loopkit(1) documents them. */
 enum { EXIT_TRAINED = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
 int cli_train(int argc, char **argv);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every error exit of DESIGN.md section 1: status 2 when nothing was
+# Every error exit loopkit(1) documents: status 2 when nothing was
 # trained, 1 when the run started and failed, and a message naming the
 # culprit (file:line, plugin and path, option and accepted values).
 . "$LK_SRCDIR/tests/cli/lib.sh"

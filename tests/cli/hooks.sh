@@ -1,7 +1,7 @@
 #!/bin/sh
 # Hook order: every hook of a batch, recorded by the probe model (model:)
 # and the tracecb callback (cb:), in automatic optimization, with gradient
-# accumulation and in manual optimization, against DESIGN.md section 2:
+# accumulation and in manual optimization, against the order of one batch (README.md, docs/architecture.md):
 #   on_train_batch_start, training_step, on_before_zero_grad, zero_grad,
 #   on_before_backward, backward, on_after_backward,
 #   on_before_optimizer_step, clipping, the parameter update,
@@ -35,7 +35,7 @@ INI
   "$LOOPKIT" train "$T/$1.ini" --out "$T/$1" --quiet >/dev/null 2>&1
 }
 
-# The calls a batch makes, in DESIGN.md's order; callbacks before the model.
+# The calls a batch makes, in the documented order; callbacks before the model.
 batch_hooks() { # $1 = batch index, $2 = "zero" to include zero_grad, $3 = "step"
   printf 'cb:on_train_batch_start\nmodel:on_train_batch_start\ntraining_step batch=%s\n' "$1"
   if [ "$2" = zero ]; then
@@ -59,10 +59,10 @@ run auto "gradient_clip_val = 100" "" 2
   batch_hooks 1 zero step 1 0.81000000000000005
   printf 'cb:on_train_epoch_end\ncb:on_train_end\n'
 } >"$T/auto.want"
-check "automatic optimization: every hook of every batch in DESIGN.md's order" \
+check "automatic optimization: every hook of every batch in the documented order" \
   diff "$T/auto.want" "$T/auto.trace"
 
-# The hooks alone, without callback/model prefixes, are exactly DESIGN.md's
+# The hooks alone, without callback/model prefixes, are exactly the README's
 # list (the update is the probe optimizer's "optimizer_step" line).
 cat >"$T/design.want" <<'EOF'
 on_train_batch_start
@@ -79,7 +79,7 @@ on_train_batch_end
 EOF
 sed -n '3,21p' "$T/auto.trace" | sed -e 's/^cb://' -e 's/^model://' -e 's/ .*//' |
   grep -v '^closure$' | uniq >"$T/design.got"
-check "one batch's hooks are the list in DESIGN.md section 2" \
+check "one batch's hooks are the list in the README" \
   diff "$T/design.want" "$T/design.got"
 
 # Accumulation over 2 batches, 3 batches in the epoch: zero_grad opens each

@@ -82,7 +82,7 @@ check "resumed run equals the uninterrupted one, bit for bit" \
 check "resumed run appended to metrics.csv" test "$(wc -l <"$T/part/metrics.csv")" -eq 101
 expect 2 'this config does not build|is f64\[2\] there but f64\[3\]' "resume refuses other shapes" \
   -- train "$EX" --resume "$T/part/checkpoints/last.ckpt" --out "$T/other" --set rosenbrock.n=3
-# strategy = single, the default DESIGN.md names: the same run as none.
+# strategy = single, the default strategy: the same run as none.
 expect 0 'trained 100 steps' "strategy = single trains" \
   -- train "$EX" --set plugins.strategy=single --set loop.max_steps=100 --out "$T/single"
 check "strategy = single: the same weights as without a strategy" \
