@@ -84,7 +84,7 @@ entries "$T/sec" | sed 's/^\([a-z_]*\) (.*, default \(.*\))$/\1 \2/' |
   grep -v '^max_steps ' | sort >"$T/loop.man"
 check "loopkit.ini(5)'s [loop] keys and defaults are the effective config's" \
   cmp "$T/loop.run" "$T/loop.man"
-check "... all twelve of them (max_steps, which the run sets, apart)" test "$(wc -l <"$T/loop.man")" -eq 11
+check "... all thirteen of them (max_steps, which the run sets, apart)" test "$(wc -l <"$T/loop.man")" -eq 12
 check "... and max_steps" grep -q '^\\fBmax_steps\\fR (int, default \\-1)' "$M/loopkit.ini.5"
 
 # [plugins]: the roles the config checks accept.
