@@ -22,7 +22,7 @@ typedef struct sgd {
   size_t n;         /* parameters at create time */
   lk_tensor *lr;    /* [1] state: a scheduler changes it during the run */
   lk_tensor *steps; /* [1] state: steps taken (0: the buffers are empty) */
-  lk_tensor **buf;  /* state: one momentum buffer per parameter, or NULL */
+  lk_tensor **buf;  /* [n] state: one momentum buffer per parameter */
 } sgd;
 
 static void destroy(void *self) {

@@ -253,6 +253,9 @@ exp2 'invalid NAME "x+": it must be a C identifier' "a NAME of 65 characters ref
 exp2 'NAME "rosenbrock" is taken: rosenbrock.ini also loads the bundled plugin rosenbrock' \
   "a NAME its config also loads (rosenbrock) refused" rosenbrock --kind optimizer
 exp2 'NAME "sgd" is taken' "a NAME its config also loads (sgd) refused" sgd --kind data
+exp2 'NAME "numeric" is taken: numeric.ini also loads the bundled plugin numeric' \
+  "a NAME its config gives a role (numeric, the step's backward) refused" numeric --kind step
+exp2 'NAME "zero" is taken' "zero, the zero_grad a config without one loads, refused" zero --kind model
 ls -A >"$T/after"
 check "the refusals wrote nothing" cmp -s "$T/before" "$T/after"
 
