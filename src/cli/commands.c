@@ -41,8 +41,9 @@ static const cli_option plot_options[] = {
 
 static const cli_option new_options[] = {
     {"--kind", "KIND",
-     "The plugin kind: step, optimizer, zero_grad, profiler, data, callback, "
-     "scheduler, strategy or precision (required)."},
+     "What the plugin is (required): model (a step and its backward in one "
+     "plugin), or one kind of plugin: step, backward, zero_grad, optimizer, "
+     "scheduler, profiler, data, strategy, callback or precision."},
     {NULL, NULL, NULL}};
 
 static const cli_option no_options[] = {{NULL, NULL, NULL}};
@@ -77,10 +78,14 @@ const cli_command cli_commands[] = {
      "RUN_DIR/metrics.csv. Needs loopkit built with cairo.",
      plot_options},
     {"new", "NAME", "a new plugin project to start from",
-     "Write the directory NAME with a commented plugin source implementing "
-     "every entry of KIND, a Makefile that uses only pkg-config loopkit, "
-     "and NAME.ini, a config that trains with it: make && loopkit train "
-     "NAME.ini works as generated. Nothing is ever overwritten.",
+     "Write the directory NAME with NAME.c, a commented plugin that does "
+     "the job of KIND with every entry of it, a Makefile that uses only "
+     "pkg-config loopkit, NAME.ini, a config that trains with it and "
+     "bundled plugins, a README.md, and the data file the config reads, if "
+     "it reads one: make && loopkit train NAME.ini works as generated. The "
+     "files come from templates/ in loopkit's source, built into the "
+     "command. An unknown KIND is refused with the list of kinds, an "
+     "existing NAME without touching it: nothing is ever overwritten.",
      new_options},
     {NULL, NULL, NULL, NULL, NULL}};
 

@@ -1,7 +1,9 @@
 /* loopkit new NAME --kind KIND: a directory NAME/ to start a plugin from,
  * with NAME.c (a commented plugin of that kind that implements every one
  * of its entries), a Makefile that builds NAME.so with pkg-config loopkit
- * alone, and NAME.ini, a config that trains with it and bundled plugins.
+ * alone, NAME.ini, a config that trains with it and bundled plugins, a
+ * README.md, and the data file the config reads if it reads one. The
+ * files come from templates/ (new_templates.h).
  *
  * Nothing is ever overwritten: NAME must not exist, every file is created
  * with O_EXCL through a descriptor of the directory we made (so that
@@ -32,8 +34,8 @@ static void usage(FILE *f) {
           "what\n"
           "  Makefile    builds NAME.so with nothing but pkg-config loopkit\n"
           "  NAME.ini    a config that trains with it and bundled plugins\n"
-          "  data.csv    the data that config reads (step and callback "
-          "only)\n"
+          "  README.md   how to build, train, inspect and go on\n"
+          "  *.csv       the data that config reads, if it reads a file\n"
           "then: cd NAME && make && loopkit train NAME.ini\n"
           "\n"
           "KIND is one of:\n");
@@ -85,42 +87,104 @@ static bool valid_name(const char *name) {
   return true;
 }
 
-/* Puts TEXT out with every "@NAME@" replaced by NAME. */
-static void put_expanded(FILE *f, const char *text, const char *name) {
-  static const char mark[] = "@NAME@";
-  for (const char *at; (at = strstr(text, mark)); text = at + sizeof mark - 1) {
+/* What a template's @WORD@ marks stand for. */
+typedef struct marks {
+  const char *name, *kind, *summary;
+} marks;
+
+/* Puts TEXT out with every @NAME@, @KIND@ and @SUMMARY@ replaced. */
+static void put_expanded(FILE *f, const char *text, const marks *m) {
+  const struct {
+    const char *mark, *value;
+  } subs[] = {
+      {"@NAME@", m->name}, {"@KIND@", m->kind}, {"@SUMMARY@", m->summary}};
+  while (*text) {
+    const char *at = strchr(text, '@');
+    if (!at) {
+      fputs(text, f);
+      return;
+    }
     fwrite(text, 1, (size_t)(at - text), f);
-    fputs(name, f);
+    size_t i = 0, n = sizeof subs / sizeof subs[0];
+    while (i < n && strncmp(at, subs[i].mark, strlen(subs[i].mark)) != 0)
+      i++;
+    if (i < n) {
+      fputs(subs[i].value, f);
+      text = at + strlen(subs[i].mark);
+    } else {
+      fputc('@', f);
+      text = at + 1;
+    }
   }
-  fputs(text, f);
 }
 
-/* FILE's name or text for plugin NAME, in a new string (NULL: out of
- * memory). */
-static char *expand(const cli_new_file *file, bool text, const char *name,
-                    size_t *len) {
+/* A template's lines, expanded, in a new string of *LEN bytes (NULL: out
+ * of memory). */
+static char *expand_text(const cli_new_template *t, const marks *m,
+                         size_t *len) {
   char *out = NULL;
   size_t size = 0;
   FILE *f = open_memstream(&out, &size);
   if (!f)
     return NULL;
-  if (!text) {
-    put_expanded(f, file->name, name);
-  } else if (file->lines) {
-    for (const char *const *line = file->lines; *line; line++) {
-      put_expanded(f, *line, name);
-      fputc('\n', f);
-    }
-  } else {
-    file->write(f);
+  for (const char *const *line = t->lines; *line; line++) {
+    put_expanded(f, *line, m);
+    fputc('\n', f);
   }
   if (fclose(f) != 0) {
     free(out);
     return NULL;
   }
-  if (len)
-    *len = size;
+  *len = size;
   return out;
+}
+
+/* One file to write: its name in the project (@NAME@ expanded) and the
+ * template it is written from. */
+typedef struct project_file {
+  char name[NAME_MAX_LEN + 16];
+  const cli_new_template *from;
+} project_file;
+
+enum { MAX_FILES = 5 };
+
+/* The files of KIND's project for NAME, in the order they are written:
+ * the largest, NAME.c, last, so that a failure part-way has usually
+ * written something to take back. Their number, or -1 when a template is
+ * missing (a build that lost one: named on stderr). *CONFIG gets the
+ * config's template. */
+static int project_files(const cli_new_kind *kind, const char *name,
+                         project_file files[MAX_FILES],
+                         const cli_new_template **config) {
+  char ini[64], c[64];
+  snprintf(ini, sizeof ini, "%s.ini", kind->kind);
+  snprintf(c, sizeof c, "%s.c", kind->kind);
+  const struct {
+    const char *template, *suffix; /* the file is NAME + suffix, or as is */
+    bool named;
+  } plan[MAX_FILES] = {{"project.mk", "Makefile", false},
+                       {"project.md", "README.md", false},
+                       {ini, ".ini", true},
+                       {kind->data, kind->data, false},
+                       {c, ".c", true}};
+  int n = 0;
+  for (size_t i = 0; i < MAX_FILES; i++) {
+    if (!plan[i].template)
+      continue;
+    const cli_new_template *t = cli_new_template_find(plan[i].template);
+    if (!t) {
+      cli_error("new: this loopkit was built without the template %s of "
+                "kind %s",
+                plan[i].template, kind->kind);
+      return -1;
+    }
+    snprintf(files[n].name, sizeof files[n].name, "%s%s",
+             plan[i].named ? name : "", plan[i].suffix);
+    files[n++].from = t;
+    if (plan[i].template == ini)
+      *config = t;
+  }
+  return n;
 }
 
 /* Creates FILE in directory DFD, which must not hold it, with LEN bytes of
@@ -150,17 +214,19 @@ static int write_new(int dfd, const char *file, const char *text, size_t len,
   return close(fd);
 }
 
-/* Takes back what write_files made: the N files named in MADE, in DFD, and
- * the directory DIR. */
-static void remove_made(int dfd, const char *dir, char **made, size_t n) {
+/* Takes back what write_files made: the first N of FILES, in DFD, and the
+ * directory DIR. */
+static void remove_made(int dfd, const char *dir, const project_file *files,
+                        size_t n) {
   for (size_t i = n; i-- > 0;)
-    unlinkat(dfd, made[i], 0);
+    unlinkat(dfd, files[i].name, 0);
   close(dfd);
   rmdir(dir);
 }
 
-/* The directory NAME and every file of KIND in it. */
-static int write_files(const char *name, const cli_new_kind *kind) {
+/* The directory NAME and the N FILES in it. */
+static int write_files(const char *name, const project_file *files, size_t n,
+                       const marks *m) {
   /* 0755, never group-writable whatever the umask (which only takes bits
    * away): loopkit refuses a plugin whose directory others can write, and
    * make puts NAME.so here. */
@@ -180,53 +246,88 @@ static int write_files(const char *name, const cli_new_kind *kind) {
     rmdir(name);
     return EXIT_FAILED;
   }
-  char *made[8]; /* more than any kind has files */
   size_t n_made = 0;
   int rc = 0;
-  for (const cli_new_file *f = kind->files; f->name && rc == 0; f++) {
+  for (size_t i = 0; i < n && rc == 0; i++) {
     size_t len = 0;
-    char *file = expand(f, false, name, NULL);
-    char *text = file ? expand(f, true, name, &len) : NULL;
+    char *text = expand_text(files[i].from, m, &len);
     bool created = false;
     if (!text) {
       cli_error("new: out of memory");
       rc = EXIT_FAILED;
-    } else if (write_new(dfd, file, text, len, &created) != 0) {
+    } else if (write_new(dfd, files[i].name, text, len, &created) != 0) {
       cli_error("new: cannot write %s/%s: %s; nothing was left behind", name,
-                file, strerror(errno));
+                files[i].name, strerror(errno));
       rc = EXIT_FAILED;
     }
     free(text);
-    if (created && n_made < sizeof made / sizeof made[0])
-      made[n_made++] = file;
-    else
-      free(file);
+    if (created)
+      n_made = i + 1;
   }
   if (rc != 0)
-    remove_made(dfd, name, made, n_made);
+    remove_made(dfd, name, files, n_made);
   else
     close(dfd);
-  for (size_t i = 0; i < n_made; i++)
-    free(made[i]);
   return rc;
 }
 
-/* The plugin of KIND's config that NAME would be taken for, or NULL. */
-static const char *clash(const cli_new_kind *kind, const char *name) {
-  for (const char *const *u = kind->uses; *u; u++)
-    if (strcmp(*u, name) == 0)
-      return *u;
+/* S without the blanks around it, into BUF (cut to LEN - 1 bytes). */
+static const char *trimmed(const char *s, size_t n, char *buf, size_t len) {
+  while (n > 0 && (*s == ' ' || *s == '\t'))
+    s++, n--;
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+    n--;
+  if (n >= len)
+    n = len - 1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* The bundled plugin of CONFIG (a template's lines) that NAME would be
+ * taken for, into BUF, or NULL: one that [plugins] names by a plain name
+ * (a name with a '/' is a path: ./NAME.so), or zero, which a run loads as
+ * zero_grad when [plugins] names none. The two would share the section
+ * [NAME]. Read from the config itself, so that it holds for every
+ * template as it is. */
+static const char *clash(const cli_new_template *config, const char *name,
+                         char *buf, size_t len) {
+  bool in_plugins = false, zero_grad = false;
+  for (const char *const *l = config->lines; *l; l++) {
+    const char *line = *l, *end = line + strcspn(line, "#;");
+    char key[64];
+    trimmed(line, (size_t)(end - line), key, sizeof key);
+    if (key[0] == '[') {
+      in_plugins = strcmp(key, "[plugins]") == 0;
+      continue;
+    }
+    const char *eq = memchr(line, '=', (size_t)(end - line));
+    if (!in_plugins || !eq)
+      continue;
+    trimmed(line, (size_t)(eq - line), key, sizeof key);
+    zero_grad = zero_grad || strcmp(key, "zero_grad") == 0;
+    /* Values are comma lists (callbacks = a, b). */
+    for (const char *v = eq + 1; v < end;) {
+      size_t n = strcspn(v, ",#;");
+      if (v + n > end)
+        n = (size_t)(end - v);
+      trimmed(v, n, buf, len);
+      if (!strchr(buf, '/') && strcmp(buf, name) == 0)
+        return buf;
+      v += n + 1;
+    }
+  }
+  if (!zero_grad && strcmp(name, "zero") == 0)
+    return strcpy(buf, "zero");
   return NULL;
 }
 
-static void say_written(const char *name, const cli_new_kind *kind) {
+static void say_written(const char *name, const cli_new_kind *kind,
+                        const project_file *files, size_t n) {
   printf("wrote %s/:", name);
-  for (const cli_new_file *f = kind->files; f->name; f++) {
-    char *file = expand(f, false, name, NULL);
-    printf(" %s", file ? file : f->name);
-    free(file);
-  }
-  printf("\n%s.c is a %s plugin to start from; build and train with it:\n"
+  for (size_t i = 0; i < n; i++)
+    printf(" %s", files[i].name);
+  printf("\n%s.c is the %s to start from; build and train with it:\n"
          "  cd %s && make && loopkit train %s.ini\n",
          name, kind->kind, name, name);
 }
@@ -288,16 +389,22 @@ int cli_new(int argc, char **argv) {
               name, NAME_MAX_LEN);
     return EXIT_USAGE;
   }
-  const char *taken = clash(kind, name);
-  if (taken) {
+  project_file files[MAX_FILES];
+  const cli_new_template *config = NULL;
+  int n = project_files(kind, name, files, &config);
+  if (n < 0)
+    return EXIT_FAILED;
+  char taken[NAME_MAX_LEN + 1];
+  if (clash(config, name, taken, sizeof taken)) {
     cli_error("new: NAME \"%s\" is taken: %s.ini also loads the bundled "
               "plugin %s, and the two would share the section [%s]; choose "
               "another NAME",
               name, name, taken, taken);
     return EXIT_USAGE;
   }
-  int rc = write_files(name, kind);
+  marks m = {name, kind->kind, kind->summary};
+  int rc = write_files(name, files, (size_t)n, &m);
   if (rc == 0)
-    say_written(name, kind);
+    say_written(name, kind, files, (size_t)n);
   return rc;
 }

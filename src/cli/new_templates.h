@@ -1,30 +1,36 @@
-/* loopkit new: the kinds of plugin it starts and the files it writes for
- * each (new_templates.c). */
+/* loopkit new: the kinds of project it starts (new_templates.c) and the
+ * template files it writes them from (templates/, embedded at build time
+ * as new_files.c by scripts/embed-templates.sh). */
 #ifndef LK_CLI_NEW_TEMPLATES_H
 #define LK_CLI_NEW_TEMPLATES_H
 
-#include <stdio.h>
-
-/* One file. In its name and its lines "@NAME@" stands for the new
- * plugin's name. Its text is LINES, each followed by a newline, or what
- * WRITE puts out. */
-typedef struct cli_new_file {
+/* One file of templates/: NAME is its name there ("model.c"), LINES its
+ * lines without their newlines, NULL-terminated; a .c file has the shared
+ * preamble in place of its `#include "preamble.h"`. In the text, @NAME@
+ * stands for the new plugin's name, @KIND@ for the --kind given and
+ * @SUMMARY@ for the kind's summary. */
+typedef struct cli_new_template {
   const char *name;
-  const char *const *lines; /* NULL-terminated */
-  void (*write)(FILE *f);
-} cli_new_file;
+  const char *const *lines;
+} cli_new_template;
 
+/* Every embedded template; ends with name == NULL. */
+extern const cli_new_template cli_new_templates[];
+
+/* The template called NAME, or NULL. */
+const cli_new_template *cli_new_template_find(const char *name);
+
+/* What --kind KIND writes, from templates KIND.c and KIND.ini, the shared
+ * project.mk (the Makefile) and project.md (README.md), and DATA when the
+ * config reads a data file. */
 typedef struct cli_new_kind {
-  const char *kind;    /* as --kind names it */
-  const char *summary; /* one line, for the usage text */
-  /* The other plugins the written config loads: the new plugin may not
-   * take one of their names, or its [NAME] section would be theirs too. */
-  const char *const *uses;   /* NULL-terminated */
-  const cli_new_file *files; /* ends with name == NULL */
+  const char *kind;    /* a kind of plugin (src/kinds.h), or "model" */
+  const char *summary; /* one line, for the usage text and README.md */
+  const char *data;    /* the data file KIND.ini reads, or NULL */
 } cli_new_kind;
 
 /* Every kind, in the order the usage text lists them; ends with kind ==
- * NULL. */
+ * NULL. tests/test_new.c holds it against the kinds of plugin. */
 extern const cli_new_kind cli_new_kinds[];
 
 #endif

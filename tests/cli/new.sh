@@ -1,8 +1,10 @@
 #!/bin/sh
-# loopkit new: for every kind, the installed loopkit writes a plugin
-# project that builds with nothing but pkg-config loopkit (a staging
-# install, as sdk.sh), trains as generated, and visibly does its job; and
-# the refusals, which never leave or change anything.
+# loopkit new: for every kind (every kind of plugin src/kinds.h lists, and
+# model), the installed loopkit writes a plugin project that builds with
+# nothing but pkg-config loopkit (a staging install, as sdk.sh), trains as
+# generated, and visibly does its job; and the refusals, which never leave
+# or change anything. tests/test_new.c holds the templates themselves
+# against the kinds, and tests/Makefile.inc compiles each as it is.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 : "${LK_BUILDDIR:?}"
 umask 022
@@ -47,13 +49,28 @@ W=$T/work
 mkdir "$W"
 cd "$W" || exit 1
 
+# The kinds new offers: model and every kind of plugin, no more.
+lk new --help >"$T/help" 2>&1
+sed -n 's/^  X([A-Z_]*, \([a-z_]*\), .*/\1/p' "$LK_SRCDIR/src/kinds.h" >"$T/kinds"
+{ echo model && cat "$T/kinds"; } | sort >"$T/want"
+sed -n '/^KIND is one of:$/,/^$/s/^  \([a-z_]*\) .*/\1/p' "$T/help" | sort >"$T/got"
+check "new --help lists model and every kind of src/kinds.h ($(wc -l <"$T/kinds") kinds)" \
+  sh -c "test \$(wc -l <'$T/kinds') -ge 10 && cmp -s '$T/want' '$T/got'"
+KIND_LIST=$(sed -n '/^KIND is one of:$/,/^$/s/^  \([a-z_]*\) .*/\1/p' "$T/help")
+
 # Every kind: new, make, train, as NAME my_KIND (no bundled plugin's name).
-for kind in step optimizer zero_grad profiler data callback scheduler \
-  strategy precision; do
+for kind in $KIND_LIST; do
   name=my_$kind
   lk new "$name" --kind "$kind" >"$T/out" 2>&1
-  check "$kind: loopkit new writes $name/" test $? -eq 0 -a -f "$name/$name.c" \
-    -a -f "$name/Makefile" -a -f "$name/$name.ini"
+  check "$kind: loopkit new writes $name/ with its source, Makefile, config and README" \
+    test $? -eq 0 -a -f "$name/$name.c" -a -f "$name/Makefile" \
+    -a -f "$name/$name.ini" -a -f "$name/README.md"
+  check "$kind: the README names the project and its kind" \
+    grep -q "^\`loopkit new $name --kind $kind\`" "$name/README.md"
+  check "$kind: the source has the shared preamble, its marks expanded" sh -c "
+    grep -q '^/\* How a loopkit plugin works' '$name/$name.c' &&
+    grep -q '\\[$name\\] section' '$name/$name.c' &&
+    ! grep -q '@[A-Z]*@' '$name/$name.c' '$name/$name.ini' '$name/README.md' '$name/Makefile'"
   build "$name"
   check "$kind: make builds $name.so with pkg-config loopkit only, no warning" \
     test $? -eq 0 -a -f "$name/$name.so" -a ! -s "$T/build.log"
@@ -65,16 +82,68 @@ for kind in step optimizer zero_grad profiler data callback scheduler \
 done
 
 # What each plugin did, seen from outside.
-R=$W/my_step/run
-check "step: metrics.csv has the model's mae and val_mae" \
+R=$W/my_model/run
+check "model: metrics.csv has the model's mae and val_mae" \
   sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,mae,val_loss,val_mae$'"
-check "step: the fit finds y = 0.5 x^2 - x + 2" \
+check "model: its training loss falls from the first step to the last, a thousandfold" \
+  awk -F, 'NR > 1 && $3 != "" { if (first == "") first = $3; last = $3 }
+    END { exit !(first > 1 && last < first / 1000) }' "$R/metrics.csv"
+check "model: sized from the data's 2 features, it finds y = -x + 0.5 x^2 + 2" \
+  near "$R" 0.05 'weight[0]' -1 'weight[1]' 0.5 'bias[0]' 2
+check "model: it logs the size it took from the data" \
+  grep -q '^my_model: linear regression on 2 features$' "$T/model.out"
+lk_in "$W/my_model" gradcheck my_model.ini --tolerance 1e-6
+status=$?
+check "model: loopkit gradcheck passes, weight and bias within 1e-6 of central differences" \
+  sh -c "test $status -eq 0 && grep -Eq '^weight +[0-9.e-]+ +[0-9]+ *$' '$T/out' &&
+    grep -Eq '^bias +[0-9.e-]+ +[0-9]+ *$' '$T/out'"
+lk_in "$W/my_model" train my_model.ini --out run2 --set my_model.inputs=3
+status=$?
+check "model: inputs that the data's shape contradicts are refused before training" \
+  sh -c "test $status -eq 2 && grep -q 'option inputs = 3, but the data.s samples have 2 features' '$T/out'"
+
+R=$W/my_step/run
+check "step: metrics.csv has the step's mae and val_mae" \
+  sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,mae,val_loss,val_mae$'"
+check "step: with numeric as its backward, the fit finds y = 0.5 x^2 - x + 2" \
   near "$R" 0.05 'coef[0]' 0.5 'coef[1]' -1 'coef[2]' 2
+check "step: the plugin is a step only" sh -c "
+  (cd '$W/my_step' && LD_LIBRARY_PATH='$T/root$libdir' '$T/root$bindir/loopkit' inspect ./my_step.so) |
+    grep -q '^kinds: *step$'"
+
+R=$W/my_backward/run
+check "backward: x moves from (-1.2, 1) to the minimum (1, 1)" \
+  near "$R" 1e-3 'x[0]' 1 'x[1]' 1
+grep -v '^backward = ' "$W/my_backward/my_backward.ini" >"$T/own.ini"
+lk train "$T/own.ini" --out "$T/own" --quiet >/dev/null 2>&1
+check "backward: the run ends within 1e-9 of rosenbrock's own backward's" \
+  near "$R" 1e-9 'x[0]' "$(value 'x[0]' "$T/own/checkpoints/last.ckpt")" \
+  'x[1]' "$(value 'x[1]' "$T/own/checkpoints/last.ckpt")"
+lk_in "$W/my_backward" gradcheck my_backward.ini --tolerance 1e-6 --set rosenbrock.n=5
+status=$?
+check "backward: loopkit gradcheck passes, n = 5, within 1e-6" \
+  sh -c "test $status -eq 0 && grep -Eq '^x +[0-9.e-]+ +5 *$' '$T/out'"
+lk_in "$W/my_backward" gradcheck my_backward.ini --tolerance 1e-3 --set rosenbrock.dtype=f32
+status=$?
+check "backward: and in f32, within 1e-3" test $status -eq 0
+lk_in "$W/my_backward" train my_backward.ini --out run2 --set plugins.step=linear --set linear.inputs=1
+status=$?
+check "backward: a step without its parameter x is refused, naming it" \
+  sh -c "test $status -eq 2 && grep -q 'the step has no parameter x' '$T/out'"
 
 R=$W/my_optimizer/run
 check "optimizer: it logs its options" grep -q '^my_optimizer: lr 0.001, momentum 0.9, 1 parameter tensors$' "$T/optimizer.out"
 check "optimizer: x moves from (-1.2, 1) to the minimum (1, 1)" \
   near "$R" 1e-3 'x[0]' 1 'x[1]' 1
+lk_in "$W/my_optimizer" train my_optimizer.ini --out run2 --set my_optimizer.momentum=1
+status=$?
+check "optimizer: the host holds momentum to its declared range [0, 1)" \
+  sh -c "test $status -eq 2 && grep -q 'option my_optimizer.momentum = 1: must be >= 0 and < 1' '$T/out'"
+python3 "$LK_SRCDIR/tests/cli/ckpt_edit.py" "$R/checkpoints/last.ckpt" "$T/neg.ckpt" 'my_optimizer.lr[0]=-1'
+lk_in "$W/my_optimizer" train my_optimizer.ini --out run3 --resume "$T/neg.ckpt" --set loop.max_steps=2100
+status=$?
+check "optimizer: check_state refuses a checkpoint's negative learning rate" \
+  sh -c "test $status -eq 2 && grep -q 'state my_optimizer.lr\[0\] = -1' '$T/out'"
 
 R=$W/my_zero_grad/run
 check "zero_grad: it logs what it zeroes" \
@@ -97,6 +166,14 @@ check "data: validation and test splits ran" \
   sh -c "head -1 '$R/metrics.csv' | grep -q '^step,epoch,loss,val_loss,test_loss$'"
 check "data: linear learns the weights (1, -2, 3) and bias 0.5" \
   near "$R" 0.02 'weight[0]' 1 'weight[1]' -2 'weight[2]' 3 'bias[0]' 0.5
+lk_in "$W/my_data" train my_data.ini --out run2 --set linear.inputs=4
+status=$?
+check "data: its declared sample shape makes linear refuse inputs = 4 before training" \
+  sh -c "test $status -eq 2 && grep -q 'inputs = 4, but the data.s samples have 3 features' '$T/out'"
+lk_in "$W/my_data" train my_data.ini --out run3 --set my_data.n_train=0
+status=$?
+check "data: the host holds n_train to its declared range" \
+  sh -c "test $status -eq 2 && grep -q 'option my_data.n_train = 0: must be >= 1' '$T/out'"
 
 R=$W/my_callback/run
 check "callback: grad_norm column in metrics.csv" \
@@ -146,7 +223,7 @@ check "umask 002: directory and plugin are kept writable by their owner only" \
 check "umask 002: and loopkit trains with it" grep -q '^trained 2000 steps' "$T/out"
 
 # ---- refusals: exit 2, a message, nothing written ------------------------
-KINDS='kinds: step, optimizer, zero_grad, profiler, data, callback, scheduler, strategy, precision'
+KINDS="kinds: $(echo $KIND_LIST | sed 's/ /, /g')"
 ls -A >"$T/before"
 exp2() { # exp2 PATTERN DESC ARGS...
   pattern=$1 desc=$2
@@ -162,7 +239,7 @@ exp2() { # exp2 PATTERN DESC ARGS...
   fi
 }
 exp2 "--kind KIND is required; $KINDS" "no --kind: refused, the kinds listed" fresh
-exp2 "unknown kind \"model\"; $KINDS" "unknown kind: refused, the kinds listed" fresh --kind model
+exp2 "unknown kind \"modle\"; $KINDS" "unknown kind: refused, the kinds listed" fresh --kind modle
 exp2 "--kind needs a value; $KINDS" "--kind without its value" fresh --kind
 exp2 'no NAME' "no NAME" --kind step
 exp2 'more than one NAME' "two NAMEs" a b --kind step
@@ -176,6 +253,9 @@ exp2 'invalid NAME "x+": it must be a C identifier' "a NAME of 65 characters ref
 exp2 'NAME "rosenbrock" is taken: rosenbrock.ini also loads the bundled plugin rosenbrock' \
   "a NAME its config also loads (rosenbrock) refused" rosenbrock --kind optimizer
 exp2 'NAME "sgd" is taken' "a NAME its config also loads (sgd) refused" sgd --kind data
+exp2 'NAME "numeric" is taken: numeric.ini also loads the bundled plugin numeric' \
+  "a NAME its config gives a role (numeric, the step's backward) refused" numeric --kind step
+exp2 'NAME "zero" is taken' "zero, the zero_grad a config without one loads, refused" zero --kind model
 ls -A >"$T/after"
 check "the refusals wrote nothing" cmp -s "$T/before" "$T/after"
 
@@ -195,7 +275,7 @@ check "and it still points nowhere" test "$(readlink alink)" = nowhere -a ! -e n
 
 # A failure part-way (the file size limit stops the largest file, written
 # last) takes back every file written and the directory.
-(trap '' XFSZ && ulimit -f 8 && lk new partial --kind step) >"$T/out" 2>&1
+(trap '' XFSZ && ulimit -f 8 && lk new partial --kind model) >"$T/out" 2>&1
 status=$?
 check "a write that fails part-way: exit 1, the file named" \
   sh -c "test $status -eq 1 && grep -q 'cannot write partial/partial.c: ' '$T/out'"
@@ -205,5 +285,5 @@ lk new --help >"$T/out" 2>&1
 status=$?
 check "new --help: usage, every kind with a line" sh -c "test $status -eq 0 &&
   grep -q '^usage: loopkit new NAME --kind KIND' '$T/out' &&
-  test \$(grep -Ec '^  (step|optimizer|zero_grad|profiler|data|callback|scheduler|strategy|precision) ' '$T/out') -eq 9"
+  test \$(grep -Ec '^  [a-z_]+ +[a-zA-Z]' '$T/out') -eq $(wc -l <"$T/want")"
 finish
