@@ -5,7 +5,13 @@
 #include "internal.h"
 
 static _Thread_local char message[2048];
-static _Thread_local uint64_t recorded; /* failures recorded so far */
+/* Failures recorded so far. Read around every plugin entry the loop calls
+ * (lk__err_mark), so its access must cost a load, not a __tls_get_addr
+ * call through the PLT (the closure's overhead doubled with it):
+ * initial-exec. Eight bytes fit glibc's static TLS reserve even when
+ * libloopkit is dlopen'ed. */
+static _Thread_local uint64_t recorded
+    __attribute__((tls_model("initial-exec")));
 
 const char *lk_strerror(int code) {
   switch (code) {
