@@ -1,9 +1,9 @@
 /* The closure: one evaluation of the model behind a plain function pointer.
  *
- * Order (docs/architecture.md, "The life of one batch"): step, the loss check, zero_grad, backward,
- * the parameter check; the result is cached for the loop to consume once.
- * The handler is the hot path of every optimizer: it does no allocation and
- * formats messages only when something fails. */
+ * Order (docs/architecture.md, "The life of one batch"): step, the loss check,
+ * zero_grad, backward, the parameter check; the result is cached for the loop
+ * to consume once. The handler is the hot path of every optimizer: it does no
+ * allocation and formats messages only when something fails. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

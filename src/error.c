@@ -5,13 +5,8 @@
 #include "internal.h"
 
 static _Thread_local char message[2048];
-/* Failures recorded so far. Read around every plugin entry the loop calls
- * (lk__err_mark), so its access must cost a load, not a __tls_get_addr
- * call through the PLT (the closure's overhead doubled with it):
- * initial-exec. Eight bytes fit glibc's static TLS reserve even when
- * libloopkit is dlopen'ed. */
-static _Thread_local uint64_t recorded
-    __attribute__((tls_model("initial-exec")));
+/* Failures recorded so far on this thread (lk__err_mark, internal.h). */
+_Thread_local uint64_t lk__err_recorded;
 
 const char *lk_strerror(int code) {
   switch (code) {
@@ -38,7 +33,7 @@ const char *lk_last_error(void) {
 }
 
 int lk__verr(int code, const char *fmt, va_list ap) {
-  recorded++;
+  lk__err_recorded++;
   vsnprintf(message, sizeof message, fmt, ap);
   return code;
 }
@@ -64,13 +59,9 @@ int lk__err_prefix(int code, const char *fmt, ...) {
   return code;
 }
 
-uint64_t lk__err_mark(void) {
-  return recorded;
-}
-
 int lk__entry_failed(int rc, uint64_t mark, const char *fmt, ...) {
   int code = rc < 0 ? rc : LK_EPLUGIN;
-  if (recorded == mark)
+  if (lk__err_recorded == mark)
     lk__err(code,
             "failed with %d (%s) without saying why (it did not call lk_fail)",
             rc, lk_strerror(code));

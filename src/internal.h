@@ -21,8 +21,15 @@ int lk__verr(int code, const char *fmt, va_list ap);
 /* Prepends "PREFIX: " to the current message (keeps the code). */
 int lk__err_prefix(int code, const char *fmt, ...) LK_PRINTF(2, 3);
 /* Counts the failures recorded on this thread: taken before a plugin entry
- * is called, it tells whether the entry said why it failed. */
-uint64_t lk__err_mark(void);
+ * is called, it tells whether the entry said why it failed. It is read
+ * around every entry the loop calls, so it is inline and initial-exec: a
+ * load, not a call and a __tls_get_addr (eight bytes fit glibc's static
+ * TLS reserve even when libloopkit is dlopen'ed). */
+extern _Thread_local uint64_t lk__err_recorded
+    __attribute__((tls_model("initial-exec")));
+static inline uint64_t lk__err_mark(void) {
+  return lk__err_recorded;
+}
 /* A plugin entry returned RC (non-zero) after MARK: its code (LK_EPLUGIN
  * for a positive one) and its message prefixed with what failed; an entry
  * that failed without lk_fail is named as such instead of leaving an empty
