@@ -306,12 +306,16 @@ while [ $i -lt 400 ] && [ "$(cat "$T/busy/metrics.csv" 2>/dev/null | wc -l)" -lt
   sleep 0.05
   i=$((i + 1))
 done
+# Stopped, it still holds the lock, and cannot end before the two
+# refusals below are checked (under valgrind they take seconds).
+kill -STOP $pid
 expect 2 "run directory $T/busy is in use by another loopkit \(pid $pid holds $T/busy/.lock\)" \
   "a second run into the same --out is refused, naming the holder's pid" \
   -- train "$T/slow.ini" --out "$T/busy"
 expect 2 "run directory $T/busy is in use by another loopkit \(pid $pid" \
   "so is a resume while the run still writes" \
   -- train "$T/slow.ini" --resume "$T/busy/checkpoints/last.ckpt"
+kill -CONT $pid
 wait $pid
 check "the first run was not disturbed" test $? -eq 0
 train "$T/slow.ini" --out "$T/busy-ref"
