@@ -13,6 +13,9 @@ safetensors.sh, with nothing but the standard library.
     st_tool.py tensors FILE           name dtype shape sha256 of its bytes,
                                       a line each, sorted by name
     st_tool.py meta FILE              key=value, a line each, sorted
+    st_tool.py dump FILE              NAME[INDEX] VALUE as loopkit dump
+                                      prints them (F32 %.9g, F64 %.17g),
+                                      in the order of the header
 """
 import hashlib
 import json
@@ -106,6 +109,23 @@ def cmd_meta(path):
         print("%s=%s" % (k, v))
 
 
+def cmd_dump(path):
+    buf = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", buf, 0)
+    # The header's order: json keeps it.
+    header = json.loads(buf[8:8 + n].decode("utf-8"))
+    data = buf[8 + n:]
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        fmt, size, spec = {"F32": ("<f", 4, "%.9g"),
+                           "F64": ("<d", 8, "%.17g")}[t["dtype"]]
+        for i in range((e - b) // size):
+            (v,) = struct.unpack_from(fmt, data, b + i * size)
+            print("%s[%d] %s" % (name, i, spec % v))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "write":
@@ -116,6 +136,8 @@ def main():
         cmd_tensors(args[0])
     elif cmd == "meta":
         cmd_meta(args[0])
+    elif cmd == "dump":
+        cmd_dump(args[0])
     else:
         sys.exit(__doc__)
 
