@@ -56,7 +56,9 @@ static quoted quote(const char *name) {
   size_t o = 0;
   q.s[o++] = '"';
   for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-    if (o + 8 > sizeof q.s) {
+    /* Room for this byte's escape (4), "..." and the quote and NUL after
+     * it: a longer name is cut here. */
+    if (o + 4 + 3 + 2 > sizeof q.s) {
       memcpy(q.s + o, "...", 3);
       o += 3;
       break;
@@ -854,8 +856,13 @@ static bool put_json_string(text *t, const char *s) {
       put(t, e, 2);
       i++;
     } else if (p[i] < 0x20) {
+      /* The short escapes where JSON has them: a header stays small. */
+      const char *simple = strchr("\b\f\n\r\t", p[i]);
       char e[8];
-      snprintf(e, sizeof e, "\\u%04x", p[i]);
+      if (simple)
+        snprintf(e, sizeof e, "\\%c", "bfnrt"[simple - "\b\f\n\r\t"]);
+      else
+        snprintf(e, sizeof e, "\\u%04x", p[i]);
       puts_(t, e);
       i++;
     } else {

@@ -428,6 +428,20 @@ static void messages_quote_names(void **state) {
   name[300] = '\0';
   snprintf(json, sizeof json, "{\"%s\":{\"dtype\":\"X\"}}", name);
   refused(json, 0, "...\": dtype", NULL);
+  /* Escapes up to the cut (fuzz_safetensors found the quote written one
+   * past the buffer). */
+  for (size_t k = 0; k < 6; k++) {
+    size_t o = 0;
+    for (size_t i = 0; i < k; i++)
+      name[o++] = 'n';
+    for (size_t i = 0; i < 60; i++) {
+      name[o++] = '\\';
+      name[o++] = '\\';
+    }
+    name[o] = '\0';
+    snprintf(json, sizeof json, "{\"%s\":{\"dtype\":\"X\"}}", name);
+    refused(json, 0, "\\x5c...\": dtype", NULL);
+  }
 }
 
 static void reads_files(void **state) {
