@@ -82,6 +82,7 @@ typedef struct parser {
   uint64_t data_len; /* bytes of the data buffer after the header */
   lk__st_file *f;
   size_t cap, cap_meta;
+  const char *tensor; /* whose object is being parsed, for messages */
 } parser;
 
 static int bad(const parser *ps, const char *fmt, ...) LK_PRINTF(2, 3);
@@ -91,7 +92,11 @@ static int bad(const parser *ps, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  /* The position in the file, as a hex dump would show it. */
+  /* The position in the file, as a hex dump would show it, and the tensor
+   * whose description it is in. */
+  if (ps->tensor)
+    return lk__err(LK_EFORMAT, "%s: header byte %zu: tensor %s: %s", ps->file,
+                   8 + ps->pos, quote(ps->tensor).s, msg);
   return lk__err(LK_EFORMAT, "%s: header byte %zu: %s", ps->file, 8 + ps->pos,
                  msg);
 }
@@ -656,8 +661,10 @@ static int parse_header(parser *ps) {
       lk__st_tensor *t = &f->tensors[f->n++];
       memset(t, 0, sizeof *t);
       t->name = name;
+      ps->tensor = t->name;
       if ((rc = expect(ps, ':')) != 0 || (rc = parse_tensor(ps, t)) != 0)
         return rc;
+      ps->tensor = NULL;
     } while (take(ps, ','));
     if ((rc = expect(ps, '}')) != 0)
       return rc;

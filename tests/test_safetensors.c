@@ -267,7 +267,16 @@ static void refuses_bad_json(void **state) {
   refused("{},", 0, "',' after the header's object", NULL);
   refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}",
           4, "expected '\"', found '}'", NULL);
-  refused("{\"a\":[]}", 0, "expected '{', found '['", NULL);
+  refused("{\"a\":[]}", 0, "tensor \"a\": expected '{', found '['", NULL);
+  refused("{\"w\":{\"dtype\" \"F32\"}}", 0,
+          "header byte 22: tensor \"w\": expected ':', found '\"'", NULL);
+  refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+          "\"x\" 1}",
+          0, "header byte 66: tensor \"x\": expected ':', found a digit", NULL);
+  /* Between tensors, none is named. */
+  refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]} "
+          "\"x\":{}}",
+          0, "header byte 62: expected '}', found '\"'", NULL);
   refused("{'a':{}}", 0, "expected '\"'", NULL);
   refused("{\"a\x01\":{}}", 0, "control byte 0x01", NULL);
   refused("{\"\xff\":{}}", 0, "invalid UTF-8", NULL);
