@@ -125,3 +125,47 @@ out("csv", "tab-errors",
 # file's 3e38 beyond f32: refused (tests/test_data.c, normalize_overflow).
 out("csv", "normalize-inf",
     csv_input(b"0,0\n1e-45,0\n", b"3e38,0\n", data_opts(1, flags=8 | 32)))
+
+# ---- safetensors -------------------------------------------------------------
+# Mode byte (fuzz_safetensors.c): bit 0 set, the JSON header up to a NUL and
+# then the data buffer (the target adds the length); clear, a whole file;
+# bit 1, read through a mapped file.
+def st_file(header, data, pad=True):
+    text = header.encode("utf-8")
+    if pad:
+        text += b" " * (-(8 + len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def st_wrapped(header, data, mapped=False):
+    return bytes([1 | (2 if mapped else 0)]) + header.encode("utf-8") + b"\0" + data
+
+
+two = ('{"__metadata__":{"format":"pt","step":"3"},'
+       '"layer0.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},'
+       '"layer0.bias":{"dtype":"F64","shape":[2],"data_offsets":[16,32]}}')
+two_data = struct.pack("<4f2d", 1, -2, 0.5, 3, 0.25, -1e300)
+out("safetensors", "file", b"\0" + st_file(two, two_data))
+out("safetensors", "file-mapped", b"\2" + st_file(two, two_data))
+out("safetensors", "wrapped", st_wrapped(two, two_data))
+out("safetensors", "every-dtype", st_wrapped(
+    '{"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]},'
+    '"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},'
+    '"c":{"dtype":"I16","shape":[1],"data_offsets":[2,4]},'
+    '"d":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},'
+    '"e":{"dtype":"F16","shape":[],"data_offsets":[6,8]},'
+    '"f":{"dtype":"I32","shape":[1],"data_offsets":[8,12]},'
+    '"g":{"dtype":"U64","shape":[1,1],"data_offsets":[12,20]},'
+    '"h":{"dtype":"C64","shape":[0,5],"data_offsets":[20,20]},'
+    '"i":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[20,24]}}',
+    bytes(range(24))))
+out("safetensors", "escapes", st_wrapped(
+    '{"\\u00e9\\ud83d\\ude00\\n\\"x\\\\": {"shape" : [ 1 ] , "dtype":"I8",'
+    '"data_offsets":[0,1]} , "__metadata__" : {"k\\t":"v\\/"}}  ', b"\x07"))
+out("safetensors", "empty", st_wrapped("{}", b""))
+out("safetensors", "lying", st_wrapped(
+    '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+    '"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}', bytes(12)))
+# torch's own file (tests/torch/safetensors_reference.py), whole.
+with open(os.path.join(TOP, "tests", "data", "st_torch_mlp.safetensors"), "rb") as f:
+    out("safetensors", "torch-mlp", b"\0" + f.read())

@@ -65,7 +65,7 @@ typedef struct lk_run_options {
    * (DIR/checkpoints/last.ckpt, with no out_dir or out_dir = DIR), and
    * otherwise in a new one (out_dir, or runs/<config name>-<N>). */
   const char *resume;
-  lk_log_fn log;       /* NULL: messages are dropped */
+  lk_log_fn log; /* NULL: messages are dropped */
   void *log_user;
   lk_log_level verbosity;
   bool no_run_dir; /* set up the run without a run directory (gradcheck) */
@@ -161,6 +161,15 @@ LK_API void lk_optimizer_close(lk_optimizer *opt);
 /* Prints every parameter of the checkpoint at PATH, one value a line:
  * NAME[INDEX] VALUE (%.17g for f64, %.9g for f32). */
 LK_API int lk_checkpoint_dump(const char *path, FILE *out);
+
+/* Writes every parameter of checkpoint CKPT (not the optimizer's or the
+ * host's state) to PATH as safetensors, atomically: each with its name,
+ * dtype (F32, F64) and shape, in the order they were added, and
+ * "__metadata__" {"format": "pt", "step": global step, "epoch": epochs
+ * completed, "plugin": PLUGIN (omitted when NULL or empty)}. Refuses to
+ * overwrite CKPT itself (LK_EINVAL). */
+LK_API int lk_checkpoint_export(const char *ckpt, const char *path,
+                                const char *plugin);
 
 #ifdef __cplusplus
 }

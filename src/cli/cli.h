@@ -13,6 +13,7 @@ int cli_train(int argc, char **argv);
 int cli_plugins(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_dump(int argc, char **argv);
+int cli_export(int argc, char **argv);
 int cli_gradcheck(int argc, char **argv);
 int cli_new(int argc, char **argv);
 int cli_plot(int argc, char **argv);

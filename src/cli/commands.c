@@ -68,6 +68,15 @@ const cli_command cli_commands[] = {
      "Print every parameter of checkpoint CKPT, one value a line: "
      "NAME[INDEX] VALUE (%.17g for f64, %.9g for f32).",
      no_options},
+    {"export", "CKPT -o FILE", "a checkpoint's parameters as safetensors",
+     "Write every parameter of checkpoint CKPT (not the optimizer's state) "
+     "to FILE in the safetensors format, each with its name, dtype and "
+     "shape, atomically (a temporary file, then a rename; CKPT itself is "
+     "never overwritten), with __metadata__ format = pt, step, epoch and "
+     "plugin (the step plugin named in the run directory's config.ini). "
+     "torch and the Hugging Face tools read it, and a model's init option "
+     "(mlp's) starts another run from it. -o is also --output.",
+     no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "
      "the step's loss and print each parameter's largest relative error.",
