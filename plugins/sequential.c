@@ -37,8 +37,14 @@ typedef struct seq_layer {
   seq_spec s;
   int in_ndim, in[SEQ_DIMS], out_ndim, out[SEQ_DIMS];
   size_t in_numel, out_numel;
-  size_t rows;       /* linear, layernorm: rows per sample */
-  bool grad_in;      /* a layer before this one has parameters */
+  size_t rows;  /* linear, layernorm: rows per sample */
+  bool grad_in; /* a layer before this one has parameters */
+  /* ReLU then max-pool run as max-pool then ReLU: the same values and the
+   * same gradients (max and ReLU commute; where a window's maximum is not
+   * positive both give it no gradient), on a quarter of the values for a
+   * 2 x 2 pool. pooled_relu: this ReLU is done by the pool after it;
+   * relu_after: this pool does the ReLU before it. */
+  bool pooled_relu, relu_after;
   lk_nn_conv2d conv; /* n set per batch */
   lk_nn_pool2d pool;
   lk_tensor *w, *b;                /* parameters, or NULL */
@@ -78,7 +84,7 @@ static const char *dims(const int *d, int n, char *buf, size_t len) {
 static void free_buffers(seq *m) {
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *l = &m->layers[i];
-    if (l->s.kind != SEQ_FLATTEN)
+    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
       free(l->y);
     free(l->argmax);
     free(l->mask);
@@ -444,6 +450,9 @@ static int build(seq *m, const lk_sample_shape *sh) {
       return rc;
     m->layers[i].grad_in = params_before;
     params_before |= m->layers[i].w != NULL || m->layers[i].b != NULL;
+    if (i > 0 && m->layers[i].s.kind == SEQ_MAXPOOL2D &&
+        m->layers[i - 1].s.kind == SEQ_RELU)
+      m->layers[i - 1].pooled_relu = m->layers[i].relu_after = true;
   }
   return 0;
 }
@@ -527,7 +536,8 @@ static int reserve(seq *m, size_t n) {
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *l = &m->layers[i];
     size_t count = n * l->out_numel;
-    if (l->s.kind != SEQ_FLATTEN) /* flatten's is its input's (forward) */
+    /* flatten's and a pooled ReLU's are their input's (forward) */
+    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
       ok = (l->y = model_alloc(count)) && ok;
     if (l->s.kind == SEQ_MAXPOOL2D)
       ok = (l->argmax = malloc(count * sizeof *l->argmax)) && ok;
@@ -565,9 +575,12 @@ static int layer_forward(seq *m, seq_layer *l, const float *x, int n,
   case SEQ_CONV2D:
     l->conv.n = n;
     return lk_nn_conv2d_forward(nn, &l->conv, l->y, x, w, b);
-  case SEQ_MAXPOOL2D:
+  case SEQ_MAXPOOL2D: {
     l->pool.n = n;
-    return lk_nn_maxpool2d_forward(nn, &l->pool, l->y, l->argmax, x);
+    int rc = lk_nn_maxpool2d_forward(nn, &l->pool, l->y, l->argmax, x);
+    return rc == 0 && l->relu_after ? lk_nn_relu_forward(nn, l->y, l->y, count)
+                                    : rc;
+  }
   case SEQ_AVGPOOL2D:
     l->pool.n = n;
     return lk_nn_avgpool2d_forward(nn, &l->pool, l->y, x);
@@ -585,7 +598,12 @@ static int layer_forward(seq *m, seq_layer *l, const float *x, int n,
     return lk_nn_layernorm_forward(nn, l->y, l->mean, l->rstd, x, w, b,
                                    n * (int)l->rows, l->in[l->in_ndim - 1],
                                    (float)s->eps);
-  case SEQ_RELU: return lk_nn_relu_forward(nn, l->y, x, count);
+  case SEQ_RELU:
+    if (l->pooled_relu) { /* the pool after it does it */
+      l->y = (float *)x;
+      return 0;
+    }
+    return lk_nn_relu_forward(nn, l->y, x, count);
   case SEQ_GELU: return lk_nn_gelu_forward(nn, l->y, x, count);
   case SEQ_TANH: return lk_nn_tanh_forward(nn, l->y, x, count);
   case SEQ_SIGMOID: return lk_nn_sigmoid_forward(nn, l->y, x, count);
@@ -709,9 +727,18 @@ static int backward(void *self, const lk_batch *b, double scale) {
     return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
   for (size_t i = m->n_layers; i-- > 0;) {
     seq_layer *l = &m->layers[i];
-    if (l->s.kind == SEQ_FLATTEN)
-      continue; /* the same gradient, another shape */
+    if (l->s.kind == SEQ_FLATTEN || l->pooled_relu)
+      continue; /* the same gradient, another shape; done by the pool */
     const float *x = i ? m->layers[i - 1].y : b->x.data;
+    if (l->relu_after && l->grad_in) { /* the ReLU's backward first */
+      size_t count = (size_t)n * l->out_numel;
+      memset(spare, 0, count * sizeof *spare);
+      if (lk_nn_relu_backward(m->nn, spare, d, l->y, count) != 0)
+        return kit_failed(m, i - 1, &m->layers[i - 1]);
+      float *t = d;
+      d = spare;
+      spare = t;
+    }
     float *dinp = NULL;
     if (l->grad_in) {
       dinp = spare;
