@@ -15,7 +15,8 @@
  * num_batches_tracked as checkpointed state under the same names. Initial
  * values are torch's defaults (kaiming_uniform_(a = sqrt(5)) for weights,
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the norms 1 and 0), drawn
- * from the run's generator in parameter order, or read from a file.
+ * from the run's generator in parameter order, or read from a file (a
+ * .safetensors by name, through lk_host_load_params, or raw f32).
  *
  * Every layer is the layer kit's (loopkit/nn.h), on the run's threads:
  * results are the same bit for bit at any thread count and from run to
@@ -496,7 +497,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (rc == 0)
     rc = build(m, &sh);
   const char *init = lk_opt_string(o, "init");
-  if (rc == 0 && init[0])
+  size_t len = strlen(init), ext = strlen(".safetensors");
+  if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
+    rc = lk_host_load_params(host, init, NULL);
+  else if (rc == 0 && init[0])
     rc = load_init(m, init);
   else if (rc == 0)
     torch_init(m);
@@ -762,8 +766,11 @@ static const lk_option options[] = {
      "sigmoid, dropout, flatten, linear (see loopkit.ini(5))",
      NULL},
     {"init", LK_OPT_STRING, "",
-     "raw little-endian f32 file of every parameter in order, each in "
-     "torch's layout; empty: torch's init from the seed",
+     "initial parameters: a FILE.safetensors holding every parameter by "
+     "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
+     "named_parameters(), F32 or F64; not its buffers), or a raw "
+     "little-endian f32 file of every parameter in order, each in torch's "
+     "layout; empty: torch's init from the seed",
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 

@@ -54,6 +54,13 @@ check "losses, parameters after two steps, batch norm's running statistics and t
 check "num_batches_tracked counts the two batches" \
   grep -qx 'sequential.12.num_batches_tracked\[0\] 2' "$T/mine.txt"
 
+check "init from a safetensors file by name: the same run, bit for bit" \
+  train "$T/ref.ini" --set sequential.init="$REF/init.safetensors" --out "$T/ref-st"
+check "... the same parameters" sh -c "'$LOOPKIT' dump '$T/ref/checkpoints/last.ckpt' >'$T/d1' && '$LOOPKIT' dump '$T/ref-st/checkpoints/last.ckpt' | cmp -s - '$T/d1'"
+expect 2 'init.*safetensors' "a safetensors file of another network is refused" \
+  -- train "$T/ref.ini" --set sequential.init="$REF/init.safetensors" \
+  --set "sequential.layers=flatten, linear(3)"
+
 # ---- 2. gradients against central differences ----------------------------
 # Smooth layers only: a step across a kink of ReLU or a max (|z| < h)
 # makes the difference quotient wrong, not the backward; section 1 checks

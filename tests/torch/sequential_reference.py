@@ -14,7 +14,8 @@ so that the test needs neither torch nor numpy:
 - init.f32: the network's initial parameters (torch's init from a fixed
   seed, the norms' weights and biases drawn too so that their gradients
   count), every parameter in order, raw little-endian f32: what the plugin's
-  init option reads;
+  init option reads; init.safetensors: the same parameters by name
+  (model.named_parameters(), F32), written with the standard library;
 - reference.txt: what torch computes training that network for one epoch of
   two batches of 4 in file order with SGD lr 0.1 (x / 255 as idx's normalize
   = scale), in the layout of `loopkit dump` (NAME[INDEX] VALUE): the loss of
@@ -30,6 +31,7 @@ ReLU, GELU (tanh), tanh, sigmoid, flatten, linear, layer norm. The same
 network in the plugin's syntax is LAYERS below; the test reads it from
 reference.txt's first line.
 """
+import json
 import os
 import struct
 import sys
@@ -58,6 +60,19 @@ def write_idx(path, magic, dims, payload):
         f.write(struct.pack(">I", magic))
         f.write(struct.pack(">%dI" % len(dims), *dims))
         f.write(bytes(payload))
+
+
+def write_safetensors(path, named):
+    header, data = {}, b""
+    for name, t in named:
+        raw = t.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(8 + len(text)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
 
 
 def main():
@@ -89,6 +104,8 @@ def main():
                 m.bias.uniform_(-0.5, 0.5)
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     flat.numpy().astype("<f4").tofile(os.path.join(out_dir, "init.f32"))
+    write_safetensors(os.path.join(out_dir, "init.safetensors"),
+                      model.named_parameters())
 
     lines = ["layers %s" % LAYERS]
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
