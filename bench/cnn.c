@@ -6,8 +6,9 @@
  *
  * Both train it at batch 64 with Adam lr 0.001 on the first training
  * images of Fashion-MNIST in file order (no shuffling, x / 255), from the
- * same initial parameters: a file this program writes (torch's
- * distributions, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), from a fixed seed)
+ * same initial parameters: a safetensors file this program writes
+ * (torch's distributions, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), from a
+ * fixed seed, named as nn.Sequential names them: 0.weight, 0.bias, ...)
  * that the plugin (option init) and bench/cnn_torch.py both read. At 1
  * and at 2 threads ([loop] threads, torch.set_num_threads):
  *
@@ -71,17 +72,16 @@ static struct {
 } opt = {3, 40, "/usr/share/datasets/fashion-mnist", ".", "/usr/bin/python3"};
 
 static char tmp_root[] = "/tmp/loopkit-bench-cnn-XXXXXX";
-static char init_path[sizeof tmp_root + 16], data_dir[sizeof tmp_root + 16];
+static char init_path[sizeof tmp_root + 24], data_dir[sizeof tmp_root + 16];
 static int run_counter;
 
-/* The parameters in order: weight [out, in...] and bias [out] of each
- * conv and linear, with fan_in = in x kernel. */
+/* The parameters in order: weight [out, in, kh, kw] or [out, in] and
+ * bias [out] of each conv and linear, with fan_in = in x kernel. */
 static const struct {
-  size_t out, fan_in, weight;
-} params[] = {{32, 9, 32 * 9},
-              {64, 288, 64 * 288},
-              {128, 3136, 128 * 3136},
-              {10, 128, 10 * 128}};
+  const char *name;
+  size_t out, in, kernel; /* kernel 0: a linear layer */
+} params[] = {
+    {"0", 32, 1, 3}, {"3", 64, 32, 3}, {"7", 128, 3136, 0}, {"9", 10, 128, 0}};
 #define N_PARAMS (sizeof params / sizeof params[0])
 
 /* FLOPs of one training sample's products: forward 2 MACs... per layer
@@ -146,15 +146,48 @@ static void put_be32(FILE *f, uint32_t u) {
   fwrite(be, 1, 4, f);
 }
 
+/* A safetensors file: an 8-byte little-endian header length, the JSON
+ * header (name: dtype, shape, byte offsets), padded with spaces to 8
+ * bytes, then the tensors' bytes. */
 static void write_init(const char *path) {
+  char header[2048];
+  int used = snprintf(header, sizeof header, "{");
+  size_t offset = 0;
+  for (size_t l = 0; l < N_PARAMS; l++) {
+    size_t k = params[l].kernel,
+           w = params[l].out * params[l].in * (k ? k * k : 1);
+    char shape[64];
+    if (k)
+      snprintf(shape, sizeof shape, "%zu,%zu,%zu,%zu", params[l].out,
+               params[l].in, k, k);
+    else
+      snprintf(shape, sizeof shape, "%zu,%zu", params[l].out, params[l].in);
+    used += snprintf(header + used, sizeof header - (size_t)used,
+                     "%s\"%s.weight\":{\"dtype\":\"F32\",\"shape\":[%s],"
+                     "\"data_offsets\":[%zu,%zu]},"
+                     "\"%s.bias\":{\"dtype\":\"F32\",\"shape\":[%zu],"
+                     "\"data_offsets\":[%zu,%zu]}",
+                     l ? "," : "", params[l].name, shape, offset,
+                     offset + 4 * w, params[l].name, params[l].out,
+                     offset + 4 * w, offset + 4 * (w + params[l].out));
+    offset += 4 * (w + params[l].out);
+  }
+  used += snprintf(header + used, sizeof header - (size_t)used, "}");
+  while ((8 + used) % 8)
+    header[used++] = ' ';
   FILE *f = fopen(path, "wb");
   if (!f)
     die(path, "cannot create");
+  put_le32(f, (uint32_t)used);
+  put_le32(f, 0);
+  fwrite(header, 1, (size_t)used, f);
   lk_rng rng;
   lk_rng_seed(&rng, 20261201, 0);
   for (size_t l = 0; l < N_PARAMS; l++) {
-    double bound = 1 / sqrt((double)params[l].fan_in);
-    for (size_t i = 0; i < params[l].weight + params[l].out; i++) {
+    size_t k = params[l].kernel,
+           w = params[l].out * params[l].in * (k ? k * k : 1);
+    double bound = 1 / sqrt((double)(w / params[l].out)); /* 1/sqrt(fan_in) */
+    for (size_t i = 0; i < w + params[l].out; i++) {
       float v = (float)((2 * lk_rng_uniform(&rng) - 1) * bound);
       uint32_t u;
       memcpy(&u, &v, sizeof u);
@@ -283,16 +316,17 @@ static bool torch_run(size_t w, size_t s, int threads, double *sps, double *cps,
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
-  double secs;
+  double secs, cpu;
   long timed;
   char list[4096];
   int got = fscanf(p,
-                   "samples_per_second %lf seconds %lf timed_steps %ld "
-                   "losses %4095s",
-                   sps, &secs, &timed, list);
+                   "samples_per_second %lf seconds %lf cpu_seconds %lf "
+                   "timed_steps %ld losses %4095s",
+                   sps, &secs, &cpu, &timed, list);
   int status = pclose(p);
-  if (status != 0 || got != 4)
+  if (status != 0 || got != 5)
     return false;
+  *cps = (double)timed * BATCH / cpu;
   char *c = list;
   for (int i = 0; i < REPORT; i++) {
     losses[i] = strtod(c, &c);
@@ -371,7 +405,7 @@ int main(int argc, char **argv) {
     perror("bench/cnn: mkdtemp");
     return 1;
   }
-  snprintf(init_path, sizeof init_path, "%s/init.f32", tmp_root);
+  snprintf(init_path, sizeof init_path, "%s/init.safetensors", tmp_root);
   snprintf(data_dir, sizeof data_dir, "%s/data", tmp_root);
   write_init(init_path);
   if (mkdir(data_dir, 0700) != 0)

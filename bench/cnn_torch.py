@@ -5,9 +5,10 @@ the way bench/cnn trains it with loopkit, and says how fast.
     conv(1->32, 3x3, pad 1) - ReLU - maxpool 2 - conv(32->64, 3x3, pad 1) -
     ReLU - maxpool 2 - flatten - linear(3136->128) - ReLU - linear(128->10)
 
-as torch.nn.Sequential, its parameters read from --init (raw little-endian
-f32, every parameter in model.parameters() order, each in torch's layout:
-the file bench/cnn writes and the sequential plugin's init option reads);
+as torch.nn.Sequential, its parameters read from --init (a safetensors
+file of its named_parameters(), read with the standard library and numpy:
+the file bench/cnn writes and the sequential plugin's init option reads;
+or raw little-endian f32, every parameter in order);
 CrossEntropyLoss; torch.optim.Adam(lr); the first steps * batch training
 images of --data in file order (no shuffling), x / 255 in f32 as the idx
 plugin computes it. Every step is the usual optimizer.zero_grad(); loss =
@@ -31,6 +32,7 @@ epoch's seconds and the test accuracy: the reference the README quotes.
 """
 import argparse
 import gzip
+import json
 import os
 import struct
 import sys
@@ -83,7 +85,29 @@ def network():
         nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def read_safetensors(model, path):
+    buf = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", buf, 0)
+    header = json.loads(buf[8:8 + n])
+    header.pop("__metadata__", None)
+    params = dict(model.named_parameters())
+    if set(header) != set(params):
+        sys.exit("%s: tensors %s, the model has %s" %
+                 (path, sorted(header), sorted(params)))
+    with torch.no_grad():
+        for name, h in header.items():
+            if h["dtype"] != "F32":
+                sys.exit("%s: %s is %s, not F32" % (path, name, h["dtype"]))
+            a, b = h["data_offsets"]
+            v = np.frombuffer(buf, dtype="<f4", count=(b - a) // 4,
+                              offset=8 + n + a)
+            params[name].copy_(torch.from_numpy(v.copy()).view(h["shape"]))
+
+
 def read_init(model, path):
+    if path.endswith(".safetensors"):
+        read_safetensors(model, path)
+        return
     raw = np.fromfile(path, dtype="<f4")
     want = sum(p.numel() for p in model.parameters())
     if raw.size != want:
