@@ -83,7 +83,7 @@ static const char *dims(const int *d, int n, char *buf, size_t len) {
 }
 
 static void free_buffers(seq *m) {
-  for (size_t i = 0; i < m->n_layers; i++) {
+  for (size_t i = 0; m->layers && i < m->n_layers; i++) {
     seq_layer *l = &m->layers[i];
     if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
       free(l->y);
