@@ -27,9 +27,11 @@
  * samples/s times the products' FLOPs per sample (forward, the weights'
  * gradients and the inputs' but the first conv's, which neither computes),
  * against the peak this program measures: one 1536^3 sgemm per thread,
- * through lk_nn_sgemm. Peak memory is each side's getrusage maxrss
- * (loopkit's process before the peak is measured; torch's subprocess, its
- * largest run).
+ * through lk_nn_sgemm. Peak memory is each side's getrusage maxrss:
+ * loopkit's, this process's high-water mark after the runs of that thread
+ * count (every earlier run's included, and at 2 threads the 1-thread
+ * peak's 28 MiB of matrices: an upper bound); torch's, its largest
+ * subprocess.
  *
  * Goals (issue 14): loopkit >= 1.0x torch at 1 thread, >= 1.3x at 2.
  *
