@@ -26,11 +26,11 @@
  * kit's two threads against OpenBLAS's own two (the choice src/nn/gemm.c
  * explains).
  *
- * OpenBLAS 0.3.21 (Debian 12) does not know AMD's Zen 4 and 5 and runs
- * its Haswell (AVX2) kernels there; OPENBLAS_CORETYPE=SKYLAKEX in the
- * environment selects its AVX-512 ones, which on this project's EPYC ran
- * the sgemm at about 200 GFLOP/s on one core instead of 100. The program
- * says so when it applies.
+ * OpenBLAS 0.3.21 (Debian 12) picks its Cooperlake (AVX-512) kernels on
+ * this project's EPYC by itself; it ran its Haswell (AVX2) ones here only
+ * because the machine's environment sets OPENBLAS_CORETYPE=Haswell, which
+ * it obeys first. Unset (or SKYLAKEX), the sgemm ran at about 200 GFLOP/s
+ * on one core instead of 100. The program says so when it applies.
  *
  *   bench/nn_layers [--quick] [--portable]
  *     --quick: shorter blocks, noisier; --portable: LK_NN_PORTABLE */
@@ -414,14 +414,16 @@ int main(int argc, char **argv) {
   printf(", elementwise vectors %s\n", lk_nn_isa(nn1));
 #if defined(LK_HAVE_BLAS) && defined(__x86_64__) &&                            \
     (defined(__GNUC__) || defined(__clang__))
-  /* OpenBLAS 0.3.21 takes AMD's Zen 4 and 5 for Haswells (AVX2) */
+  /* an AVX2 core named by OPENBLAS_CORETYPE on an AVX-512 CPU */
   if (!portable && __builtin_cpu_supports("avx512f") &&
       strcmp(openblas_get_corename(), "SkylakeX") &&
       strcmp(openblas_get_corename(), "Cooperlake") &&
       strcmp(openblas_get_corename(), "SapphireRapids"))
-    printf("note: this CPU has AVX-512 that OpenBLAS does not use; "
-           "OPENBLAS_CORETYPE=SKYLAKEX selects its AVX-512 kernels (about 2x "
-           "the sgemm on an AVX-512 EPYC)\n");
+    printf("note: this CPU has AVX-512 that OpenBLAS does not use%s; "
+           "OPENBLAS_CORETYPE=SKYLAKEX (or unset) selects its AVX-512 "
+           "kernels (about 2x the sgemm on an AVX-512 EPYC)\n",
+           getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE names another)"
+                                       : "");
 #endif
 
   item cnn[] = {

@@ -19,11 +19,18 @@
  * and 4 MFLOP, and their number is a power of two (even shares for 1, 2, 4
  * threads).
  *
- * OpenBLAS 0.3.21 runs its Haswell kernels on AMD's AVX-512 CPUs (it
- * predates them); OPENBLAS_CORETYPE=SKYLAKEX in the environment doubles
- * its one-thread sgemm there (100 to 200 GFLOP/s at 768x384x128 and
- * 1536^3). It must be set before the process starts; bench/nn_layers says
- * when it applies. */
+ * Which kernels OpenBLAS runs: on this project's machine (an AMD EPYC
+ * with AVX-512 F, BW, DQ, VL and BF16) OpenBLAS 0.3.21 picks its
+ * Cooperlake kernels by itself, whose sgemm is twice its Haswell one (100
+ * to 200 GFLOP/s at 768x384x128 and 1536^3). It ran Haswell's there only
+ * because the machine's environment sets OPENBLAS_CORETYPE=Haswell, which
+ * OpenBLAS obeys before it looks at the CPU. The kit leaves that variable
+ * alone, as every other user of OpenBLAS in the process does: it is the
+ * way to choose kernels on purpose (a core that misdetects, a comparison),
+ * and a library that overrode it would take that away. So nothing is set
+ * here; `env -u OPENBLAS_CORETYPE` (or OPENBLAS_CORETYPE=SKYLAKEX) gives
+ * the fast kernels where the environment names slow ones, and
+ * bench/nn_layers and bench/cnn print which kernels ran. */
 #include <string.h>
 
 #include "nn_internal.h"

@@ -4,11 +4,15 @@ attacker or a careless tool would: the edit then reaches the checks behind
 the checksum. Used by tests/cli/resume.sh.
 
     ckpt_edit.py IN OUT EDIT...
+    ckpt_edit.py IN --dump
+
 
 EDIT is FIELD=VALUE, where FIELD is one of progress.epoch, progress.batch,
 progress.global_step, progress.accum, rng (VALUE 0: all four words zero),
 loop.metrics_rows, loop.flags, loop.epoch_losses; or NAME[INDEX]=VALUE for
-element INDEX of tensor NAME, written in the tensor's dtype."""
+element INDEX of tensor NAME, written in the tensor's dtype. --dump prints every tensor, state included,
+one element a line as `loopkit dump` prints parameters (NAME[INDEX] VALUE):
+what tests/cli/sequential.sh compares batch norm's running statistics by."""
 import struct
 import sys
 import zlib
@@ -54,6 +58,14 @@ def main():
             (n,) = struct.unpack_from("<I", buf, pos)
             pos += 4 + n + 8
     records = tensors(buf, pos)
+    if dst == "--dump":
+        for name, dtype, at, numel in records:
+            fmt, size = DTYPES[dtype]
+            for i in range(numel):
+                (v,) = struct.unpack_from(fmt, buf, at + i * size)
+                print("%s[%d] %s" % (name, i, v if dtype == 3 else
+                                     "%.9g" % v if dtype == 1 else "%.17g" % v))
+        return
     for edit in edits:
         field, value = edit.split("=", 1)
         if field in PROGRESS:

@@ -1,0 +1,794 @@
+/* sequential: a network described in the config, layer by layer, as
+ * torch.nn.Sequential holds it, trained with softmax cross-entropy against
+ * the data's labels; metrics loss and acc (as mlp's).
+ *
+ *   [sequential]
+ *   layers = conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten,
+ *            linear(10)
+ *
+ * (one line in the config; sequential_spec.h has the syntax). The network
+ * sizes itself from the sample shape the data plugin declares, at create,
+ * so that a layer that does not fit is a config error before anything is
+ * trained. Parameters are named as torch names nn.Sequential's: the index
+ * of the layer, counting every layer, then weight or bias ("0.weight",
+ * "3.bias"); batch norm keeps running_mean, running_var and
+ * num_batches_tracked as checkpointed state under the same names. Initial
+ * values are torch's defaults (kaiming_uniform_(a = sqrt(5)) for weights,
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the norms 1 and 0), drawn
+ * from the run's generator in parameter order, or read from a file (a
+ * .safetensors by name, through lk_host_load_params, or raw f32).
+ *
+ * Every layer is the layer kit's (loopkit/nn.h), on the run's threads:
+ * results are the same bit for bit at any thread count and from run to
+ * run. Validation and test run the network in eval mode (batch norm on
+ * its running statistics, no dropout); dropout draws its masks from the
+ * run's generator, so a resumed run draws the same ones. */
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <loopkit/nn.h>
+
+#include "model_common.h"
+#include "sequential_spec.h"
+
+#define SEQ_DIMS LK_MAX_DIMS /* of one sample */
+
+typedef struct seq_layer {
+  seq_spec s;
+  int in_ndim, in[SEQ_DIMS], out_ndim, out[SEQ_DIMS];
+  size_t in_numel, out_numel;
+  size_t rows;  /* linear, layernorm: rows per sample */
+  bool grad_in; /* a layer before this one has parameters */
+  /* ReLU then max-pool run as max-pool then ReLU: the same values and the
+   * same gradients (max and ReLU commute; where a window's maximum is not
+   * positive both give it no gradient), on a quarter of the values for a
+   * 2 x 2 pool. pooled_relu: this ReLU is done by the pool after it;
+   * relu_after: this pool does the ReLU before it. */
+  bool pooled_relu, relu_after;
+  lk_nn_conv2d conv; /* n set per batch */
+  lk_nn_pool2d pool;
+  lk_tensor *w, *b;                /* parameters, or NULL */
+  lk_tensor *rmean, *rvar, *count; /* batch norm's state */
+  float *y;           /* [cap, out_numel]: the output (flatten: the input's) */
+  int32_t *argmax;    /* maxpool2d [cap, out_numel] */
+  uint8_t *mask;      /* dropout [cap, out_numel] */
+  float *mean, *rstd; /* batch norm [C]; layer norm [cap rows] */
+} seq_layer;
+
+typedef struct seq {
+  lk_host *host;
+  lk_nn *nn;
+  char *text; /* the layers option, which the specs point into */
+  size_t n_layers, classes, max_numel;
+  seq_layer *layers;
+  float *grad[2]; /* [cap, max_numel]: dL/d(activation), ping-pong */
+  size_t cap;     /* batch size the buffers hold; they only grow */
+  size_t ready;   /* batch size of the training step backward may use, or 0 */
+} seq;
+
+static const char *kind_name(const seq_layer *l) {
+  return seq_kinds[l->s.kind].name;
+}
+
+/* "[32, 14, 14]" */
+static const char *dims(const int *d, int n, char *buf, size_t len) {
+  int used = snprintf(buf, len, "[");
+  for (int i = 0; i < n && used > 0 && (size_t)used < len; i++)
+    used +=
+        snprintf(buf + used, len - (size_t)used, "%s%d", i ? ", " : "", d[i]);
+  if (used > 0 && (size_t)used < len)
+    snprintf(buf + used, len - (size_t)used, "]");
+  return buf;
+}
+
+static void free_buffers(seq *m) {
+  for (size_t i = 0; m->layers && i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
+      free(l->y);
+    free(l->argmax);
+    free(l->mask);
+    if (l->s.kind == SEQ_LAYERNORM) {
+      free(l->mean);
+      free(l->rstd);
+      l->mean = l->rstd = NULL;
+    }
+    l->y = NULL, l->argmax = NULL, l->mask = NULL;
+  }
+  free(m->grad[0]);
+  free(m->grad[1]);
+  m->grad[0] = m->grad[1] = NULL;
+  m->cap = 0;
+}
+
+static void destroy(void *self) {
+  seq *m = self;
+  if (!m)
+    return;
+  free_buffers(m);
+  for (size_t i = 0; m->layers && i < m->n_layers; i++)
+    if (m->layers[i].s.kind == SEQ_BATCHNORM2D ||
+        m->layers[i].s.kind == SEQ_BATCHNORM1D) {
+      free(m->layers[i].mean);
+      free(m->layers[i].rstd);
+    }
+  free(m->layers);
+  free(m->text);
+  lk_nn_free(m->nn);
+  free(m);
+}
+
+/* ---- building the network from the data's sample shape ------------------ */
+
+/* "layers: layer I (KIND): ..." with the shapes the layer gets. */
+#define SHAPE_FAIL(host, i, l, fmt, ...)                                       \
+  lk_fail(host, LK_ECONFIG, "layers: layer %zu (%s): " fmt, (i), kind_name(l), \
+          __VA_ARGS__)
+
+static size_t numel(const int *d, int n) {
+  size_t t = 1;
+  for (int i = 0; i < n; i++)
+    t *= (size_t)d[i];
+  return t;
+}
+
+/* The output shape of layer I from its input shape (set in L->in). */
+static int infer(lk_host *host, size_t i, seq_layer *l) {
+  const seq_spec *s = &l->s;
+  char a[64], b[64];
+  dims(l->in, l->in_ndim, a, sizeof a);
+  l->in_numel = numel(l->in, l->in_ndim);
+  memcpy(l->out, l->in, sizeof l->in);
+  l->out_ndim = l->in_ndim;
+  const char *image = "an image [C, H, W] (the data's samples, or a conv2d's "
+                      "or a pool's output)";
+  switch (s->kind) {
+  case SEQ_CONV2D:
+  case SEQ_MAXPOOL2D:
+  case SEQ_AVGPOOL2D:
+  case SEQ_BATCHNORM2D:
+    if (l->in_ndim != 3)
+      return SHAPE_FAIL(host, i, l, "input %s; expected %s", a, image);
+    break;
+  case SEQ_BATCHNORM1D:
+    if (l->in_ndim != 1 && l->in_ndim != 2)
+      return SHAPE_FAIL(host, i, l, "input %s; expected [C] or [C, L]", a);
+    break;
+  default: break;
+  }
+  if (s->in && s->in != l->in[s->kind == SEQ_LINEAR || s->kind == SEQ_LAYERNORM
+                                  ? l->in_ndim - 1
+                                  : 0]) {
+    const char *what = s->kind == SEQ_CONV2D      ? "in_channels"
+                       : s->kind == SEQ_LINEAR    ? "in_features"
+                       : s->kind == SEQ_LAYERNORM ? "normalized_shape"
+                                                  : "num_features";
+    return SHAPE_FAIL(host, i, l, "%s = %d, but its input is %s", what, s->in,
+                      a);
+  }
+  switch (s->kind) {
+  case SEQ_CONV2D: {
+    l->conv = (lk_nn_conv2d){.n = 1,
+                             .c = l->in[0],
+                             .h = l->in[1],
+                             .w = l->in[2],
+                             .oc = s->out,
+                             .kh = s->kh,
+                             .kw = s->kw,
+                             .stride_h = s->sh ? s->sh : 1,
+                             .stride_w = s->sw ? s->sw : 1,
+                             .pad_h = s->ph,
+                             .pad_w = s->pw};
+    int oh, ow;
+    if (l->conv.h + 2 * s->ph < s->kh || l->conv.w + 2 * s->pw < s->kw)
+      return SHAPE_FAIL(host, i, l,
+                        "input %s, kernel %d x %d with padding %d x %d: the "
+                        "kernel is larger than the padded image",
+                        a, s->kh, s->kw, s->ph, s->pw);
+    if (lk_nn_conv2d_size(&l->conv, &oh, &ow) != 0)
+      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
+    l->out[0] = s->out, l->out[1] = oh, l->out[2] = ow;
+    break;
+  }
+  case SEQ_MAXPOOL2D:
+  case SEQ_AVGPOOL2D: {
+    l->pool = (lk_nn_pool2d){.n = 1,
+                             .c = l->in[0],
+                             .h = l->in[1],
+                             .w = l->in[2],
+                             .kh = s->kh,
+                             .kw = s->kw,
+                             .stride_h = s->sh ? s->sh : s->kh,
+                             .stride_w = s->sw ? s->sw : s->kw,
+                             .pad_h = s->ph,
+                             .pad_w = s->pw};
+    if (2 * s->ph > s->kh || 2 * s->pw > s->kw)
+      return SHAPE_FAIL(host, i, l,
+                        "padding %d x %d for a window of %d x %d: at most "
+                        "half the window (as torch requires)",
+                        s->ph, s->pw, s->kh, s->kw);
+    if (l->pool.h + 2 * s->ph < s->kh || l->pool.w + 2 * s->pw < s->kw)
+      return SHAPE_FAIL(host, i, l,
+                        "input %s, window %d x %d with padding %d x %d: the "
+                        "window is larger than the padded image",
+                        a, s->kh, s->kw, s->ph, s->pw);
+    int oh, ow;
+    if (lk_nn_pool2d_size(&l->pool, &oh, &ow) != 0)
+      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
+    l->out[1] = oh, l->out[2] = ow;
+    break;
+  }
+  case SEQ_FLATTEN: {
+    /* torch's dims count the batch as 0 */
+    int nd = l->in_ndim + 1, st = s->start_dim, en = s->end_dim;
+    st = st < 0 ? st + nd : st;
+    en = en < 0 ? en + nd : en;
+    if (st < 0 || st >= nd || en < 0 || en >= nd)
+      return SHAPE_FAIL(host, i, l,
+                        "start_dim %d, end_dim %d for an input of %d "
+                        "dimensions with the batch (%s per sample)",
+                        s->start_dim, s->end_dim, nd, a);
+    if (st == 0)
+      return SHAPE_FAIL(host, i, l,
+                        "start_dim %d would merge the batch into the samples",
+                        s->start_dim);
+    if (en < st)
+      return SHAPE_FAIL(host, i, l, "end_dim %d is before start_dim %d",
+                        s->end_dim, s->start_dim);
+    int k = 0, merged = 1;
+    for (int d = 1; d < nd; d++) {
+      if (d < st || d > en)
+        l->out[k++] = l->in[d - 1];
+      else {
+        merged *= l->in[d - 1];
+        if (d == en)
+          l->out[k++] = merged;
+      }
+    }
+    l->out_ndim = k;
+    break;
+  }
+  case SEQ_LINEAR:
+    l->out[l->in_ndim - 1] = s->out;
+    /* fallthrough */
+  case SEQ_LAYERNORM:
+    l->rows = l->in_numel / (size_t)l->in[l->in_ndim - 1];
+    break;
+  default: break;
+  }
+  l->out_numel = numel(l->out, l->out_ndim);
+  if (l->out_numel > (1u << 30))
+    return SHAPE_FAIL(host, i, l, "input %s, output %s: too large", a,
+                      dims(l->out, l->out_ndim, b, sizeof b));
+  return 0;
+}
+
+/* Parameters and state of layer I, named as torch's nn.Sequential names
+ * them. */
+static int add_params(seq *m, size_t i, seq_layer *l) {
+  lk_host *host = m->host;
+  const seq_spec *s = &l->s;
+  char name[64];
+  size_t shape[4];
+  int rc = 0;
+  size_t c = (size_t)l->in[0];
+  switch (s->kind) {
+  case SEQ_CONV2D:
+    shape[0] = (size_t)s->out, shape[1] = c;
+    shape[2] = (size_t)s->kh, shape[3] = (size_t)s->kw;
+    snprintf(name, sizeof name, "%zu.weight", i);
+    rc = lk_host_add_param(host, name, LK_F32, 4, shape, &l->w);
+    if (rc == 0 && s->bias) {
+      snprintf(name, sizeof name, "%zu.bias", i);
+      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
+    }
+    return rc;
+  case SEQ_LINEAR:
+    shape[0] = (size_t)s->out, shape[1] = (size_t)l->in[l->in_ndim - 1];
+    snprintf(name, sizeof name, "%zu.weight", i);
+    rc = lk_host_add_param(host, name, LK_F32, 2, shape, &l->w);
+    if (rc == 0 && s->bias) {
+      snprintf(name, sizeof name, "%zu.bias", i);
+      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
+    }
+    return rc;
+  case SEQ_LAYERNORM:
+    c = (size_t)l->in[l->in_ndim - 1];
+    /* fallthrough */
+  case SEQ_BATCHNORM2D:
+  case SEQ_BATCHNORM1D:
+    if (s->bias) {
+      snprintf(name, sizeof name, "%zu.weight", i);
+      rc = lk_host_add_param(host, name, LK_F32, 1, &c, &l->w);
+      snprintf(name, sizeof name, "%zu.bias", i);
+      if (rc == 0)
+        rc = lk_host_add_param(host, name, LK_F32, 1, &c, &l->b);
+    }
+    if (rc != 0 || s->kind == SEQ_LAYERNORM)
+      return rc;
+    snprintf(name, sizeof name, "%zu.running_mean", i);
+    rc = lk_host_add_state(host, name, LK_F32, 1, &c, &l->rmean);
+    snprintf(name, sizeof name, "%zu.running_var", i);
+    if (rc == 0)
+      rc = lk_host_add_state(host, name, LK_F32, 1, &c, &l->rvar);
+    size_t one = 1;
+    snprintf(name, sizeof name, "%zu.num_batches_tracked", i);
+    if (rc == 0) /* torch's is an int64; an f64 counts exactly to 2^53 */
+      rc = lk_host_add_state(host, name, LK_F64, 0, &one, &l->count);
+    if (rc == 0 && (!(l->mean = malloc(c * sizeof(float))) ||
+                    !(l->rstd = malloc(c * sizeof(float)))))
+      rc = lk_fail(host, LK_ENOMEM, "out of memory");
+    if (rc == 0)
+      for (size_t k = 0; k < c; k++)
+        ((float *)l->rvar->data)[k] = 1;
+    return rc;
+  default: return 0;
+  }
+}
+
+/* fan_in of a layer's weight, as torch's _calculate_fan_in_and_fan_out. */
+static double fan_in(const seq_layer *l) {
+  return (double)(l->w->numel / l->w->shape[0]);
+}
+
+/* torch's reset_parameters: conv2d and linear weights kaiming_uniform_(a =
+ * sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), their biases the
+ * same; the norms' weights 1 and biases 0. In parameter order. */
+static void torch_init(seq *m) {
+  lk_rng *rng = lk_host_rng(m->host);
+  for (size_t i = 0; i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    if (!l->w)
+      continue;
+    if (l->s.kind != SEQ_CONV2D && l->s.kind != SEQ_LINEAR) {
+      for (size_t k = 0; k < l->w->numel; k++)
+        ((float *)l->w->data)[k] = 1;
+      continue; /* the bias is zero already */
+    }
+    double bound = 1 / sqrt(fan_in(l));
+    lk_tensor *t[2] = {l->w, l->b};
+    for (int j = 0; j < 2; j++)
+      for (size_t k = 0; t[j] && k < t[j]->numel; k++)
+        ((float *)t[j]->data)[k] =
+            (float)((2 * lk_rng_uniform(rng) - 1) * bound);
+  }
+}
+
+static float le_f32(const unsigned char *p) {
+  uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* A raw little-endian f32 file of every parameter in order, each laid out
+ * as torch's (what torch.cat([p.flatten() for p in model.parameters()])
+ * writes with tofile). */
+static int load_init(seq *m, const char *path) {
+  size_t want = 0;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    lk_tensor *t[2] = {m->layers[i].w, m->layers[i].b};
+    for (int j = 0; j < 2; j++)
+      want += t[j] ? t[j]->numel * 4 : 0;
+  }
+  int fd;
+  int rc = lk_open_input(path, "init file", &fd);
+  if (rc != 0)
+    return rc;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return lk_fail(m->host, LK_EIO, "init \"%s\": cannot open: %s", path,
+                   strerror(errno));
+  }
+  unsigned char *buf = malloc(want + 1);
+  size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
+  int err = ferror(f);
+  fclose(f);
+  if (!buf)
+    return lk_fail(m->host, LK_ENOMEM, "out of memory");
+  if (err || got != want) {
+    free(buf);
+    return err ? lk_fail(m->host, LK_EIO, "init \"%s\": read error", path)
+               : lk_fail(m->host, LK_ECONFIG,
+                         "init \"%s\": expected %zu bytes (every parameter "
+                         "in order, f32), the file has %s%zu",
+                         path, want, got > want ? "more than " : "",
+                         got > want ? want : got);
+  }
+  const unsigned char *p = buf;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    lk_tensor *t[2] = {m->layers[i].w, m->layers[i].b};
+    for (int j = 0; j < 2; j++)
+      for (size_t k = 0; t[j] && k < t[j]->numel; k++, p += 4)
+        ((float *)t[j]->data)[k] = le_f32(p);
+  }
+  free(buf);
+  return 0;
+}
+
+/* The network for the data's samples: each layer's shape, then the
+ * parameters. */
+static int build(seq *m, const lk_sample_shape *sh) {
+  lk_host *host = m->host;
+  int shape[SEQ_DIMS], nd = (int)sh->x_ndim;
+  for (int d = 0; d < nd; d++)
+    shape[d] = (int)sh->x_shape[d];
+  for (size_t i = 0; i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    memcpy(l->in, shape, sizeof shape);
+    l->in_ndim = nd;
+    int rc = infer(host, i, l);
+    if (rc != 0)
+      return rc;
+    memcpy(shape, l->out, sizeof shape);
+    nd = l->out_ndim;
+    if (l->in_numel > m->max_numel)
+      m->max_numel = l->in_numel;
+    if (l->out_numel > m->max_numel)
+      m->max_numel = l->out_numel;
+  }
+  seq_layer *last = &m->layers[m->n_layers - 1];
+  char a[64];
+  dims(last->out, last->out_ndim, a, sizeof a);
+  if (sh->n_classes == 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "the network classifies (softmax cross-entropy), but the "
+                   "data's targets are not class labels");
+  if (nd != 1 || (size_t)shape[0] != sh->n_classes)
+    return SHAPE_FAIL(host, m->n_layers - 1, last,
+                      "output %s, but the data has %zu classes: the last "
+                      "layer must give [%zu]%s",
+                      a, sh->n_classes, sh->n_classes,
+                      nd != 1 ? " (a flatten before it?)" : "");
+  m->classes = sh->n_classes;
+  bool params_before = false;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    int rc = add_params(m, i, &m->layers[i]);
+    if (rc != 0)
+      return rc;
+    m->layers[i].grad_in = params_before;
+    params_before |= m->layers[i].w != NULL || m->layers[i].b != NULL;
+    if (i > 0 && m->layers[i].s.kind == SEQ_MAXPOOL2D &&
+        m->layers[i - 1].s.kind == SEQ_RELU)
+      m->layers[i - 1].pooled_relu = m->layers[i].relu_after = true;
+  }
+  return 0;
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  lk_sample_shape sh;
+  if (lk_host_data_shape(host, &sh) != 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "sizes itself from the data's sample shape: [plugins] "
+                   "data must name a data plugin that declares it (idx, csv)");
+  char got[96];
+  if (sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3) {
+    size_t n = 1;
+    for (size_t i = 0; i < sh.x_ndim && i < LK_MAX_DIMS; i++)
+      n *= sh.x_shape[i];
+    model_dims(sh.x_shape, sh.x_ndim, n, got, sizeof got);
+    return lk_fail(host, LK_ECONFIG,
+                   "the data's samples are %s %s; expected f32 with 1 to 3 "
+                   "dimensions",
+                   lk_dtype_name(sh.x_dtype) ? lk_dtype_name(sh.x_dtype) : "?",
+                   got);
+  }
+  for (size_t i = 0; i < sh.x_ndim; i++)
+    if (sh.x_shape[i] < 1 || sh.x_shape[i] > (1u << 24))
+      return lk_fail(host, LK_ECONFIG,
+                     "the data's samples have a dimension of %zu",
+                     sh.x_shape[i]);
+  seq *m = calloc(1, sizeof *m);
+  if (!m)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  m->host = host;
+  seq_spec *specs = NULL;
+  int rc = (m->text = strdup(lk_opt_string(o, "layers")))
+               ? seq_parse(host, m->text, &specs, &m->n_layers)
+               : lk_fail(host, LK_ENOMEM, "out of memory");
+  if (rc == 0 && !(m->layers = calloc(m->n_layers, sizeof *m->layers)))
+    rc = lk_fail(host, LK_ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
+    m->layers[i].s = specs[i];
+  free(specs);
+  if (rc == 0)
+    rc = build(m, &sh);
+  const char *init = lk_opt_string(o, "init");
+  size_t len = strlen(init), ext = strlen(".safetensors");
+  if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
+    rc = lk_host_load_params(host, init, NULL);
+  else if (rc == 0 && init[0])
+    rc = load_init(m, init);
+  else if (rc == 0)
+    torch_init(m);
+  if (rc == 0 && lk_nn_create(&m->nn, lk_host_threads(host), 0) != 0)
+    rc = lk_fail(host, LK_ENOMEM, "%s", lk_last_error());
+  if (rc != 0) {
+    destroy(m);
+    return rc;
+  }
+  *self = m;
+  return 0;
+}
+
+/* Batch norm's counts and variances, as a checkpoint restored them. */
+static int check_state(void *self) {
+  seq *m = self;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    if (!l->rvar)
+      continue;
+    int rc = lk_state_check(m->host, l->rvar, 0, INFINITY, false);
+    if (rc == 0)
+      rc = lk_state_check(m->host, l->count, 0, LK_STATE_MAX_COUNT, true);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- the batch buffers ------------------------------------------------- */
+
+static int reserve(seq *m, size_t n) {
+  if (n <= m->cap)
+    return 0;
+  free_buffers(m);
+  bool ok = true;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    size_t count = n * l->out_numel;
+    /* flatten's and a pooled ReLU's are their input's (forward) */
+    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
+      ok = (l->y = model_alloc(count)) && ok;
+    if (l->s.kind == SEQ_MAXPOOL2D)
+      ok = (l->argmax = malloc(count * sizeof *l->argmax)) && ok;
+    if (l->s.kind == SEQ_DROPOUT)
+      ok = (l->mask = malloc(count)) && ok;
+    if (l->s.kind == SEQ_LAYERNORM)
+      ok = (l->mean = malloc(n * l->rows * sizeof(float))) &&
+           (l->rstd = malloc(n * l->rows * sizeof(float))) && ok;
+  }
+  for (int k = 0; k < 2; k++)
+    ok = (m->grad[k] = model_alloc(n * m->max_numel)) && ok;
+  if (!ok) {
+    free_buffers(m);
+    return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
+  }
+  m->cap = n;
+  return 0;
+}
+
+/* ---- forward and backward, layer by layer ------------------------------- */
+
+static int kit_failed(seq *m, size_t i, const seq_layer *l) {
+  return lk_fail(m->host, LK_EPLUGIN, "layer %zu (%s): %s", i, kind_name(l),
+                 lk_last_error());
+}
+
+/* Layer L of a batch of N from X into l->y. */
+static int layer_forward(seq *m, seq_layer *l, const float *x, int n,
+                         bool training) {
+  lk_nn *nn = m->nn;
+  const seq_spec *s = &l->s;
+  size_t count = (size_t)n * l->out_numel;
+  const float *w = l->w ? l->w->data : NULL, *b = l->b ? l->b->data : NULL;
+  switch (s->kind) {
+  case SEQ_CONV2D:
+    l->conv.n = n;
+    return lk_nn_conv2d_forward(nn, &l->conv, l->y, x, w, b);
+  case SEQ_MAXPOOL2D: {
+    l->pool.n = n;
+    int rc = lk_nn_maxpool2d_forward(nn, &l->pool, l->y, l->argmax, x);
+    return rc == 0 && l->relu_after ? lk_nn_relu_forward(nn, l->y, l->y, count)
+                                    : rc;
+  }
+  case SEQ_AVGPOOL2D:
+    l->pool.n = n;
+    return lk_nn_avgpool2d_forward(nn, &l->pool, l->y, x);
+  case SEQ_BATCHNORM2D:
+  case SEQ_BATCHNORM1D: {
+    int c = l->in[0], hw = l->in_ndim == 1 ? 1 : (int)(l->in_numel / (size_t)c);
+    int rc = lk_nn_batchnorm_forward(
+        nn, l->y, l->mean, l->rstd, x, w, b, l->rmean->data, l->rvar->data, n,
+        c, hw, training, (float)s->momentum, (float)s->eps);
+    if (rc == 0 && training)
+      *(double *)l->count->data += 1;
+    return rc;
+  }
+  case SEQ_LAYERNORM:
+    return lk_nn_layernorm_forward(nn, l->y, l->mean, l->rstd, x, w, b,
+                                   n * (int)l->rows, l->in[l->in_ndim - 1],
+                                   (float)s->eps);
+  case SEQ_RELU:
+    if (l->pooled_relu) { /* the pool after it does it */
+      l->y = (float *)x;
+      return 0;
+    }
+    return lk_nn_relu_forward(nn, l->y, x, count);
+  case SEQ_GELU: return lk_nn_gelu_forward(nn, l->y, x, count);
+  case SEQ_TANH: return lk_nn_tanh_forward(nn, l->y, x, count);
+  case SEQ_SIGMOID: return lk_nn_sigmoid_forward(nn, l->y, x, count);
+  case SEQ_DROPOUT:
+    return lk_nn_dropout_forward(nn, l->y, l->mask, x, count, (float)s->p,
+                                 training, lk_host_rng(m->host));
+  case SEQ_FLATTEN: /* the same memory, another shape */
+    l->y = (float *)x;
+    return 0;
+  case SEQ_LINEAR:
+    return lk_nn_linear_forward(nn, l->y, x, w, b, n * (int)l->rows,
+                                l->in[l->in_ndim - 1], s->out);
+  default: return LK_EINVAL;
+  }
+}
+
+/* Layer L's backward for a batch of N: DINP [n, in_numel] += the gradient
+ * through it (NULL: not needed), its parameters' gradients += theirs
+ * (scaled already: DOUT holds d(scale loss)/d(output)). X is its input. */
+static int layer_backward(seq *m, seq_layer *l, float *dinp, const float *dout,
+                          const float *x, int n) {
+  lk_nn *nn = m->nn;
+  const seq_spec *s = &l->s;
+  size_t count = (size_t)n * l->out_numel;
+  const float *w = l->w ? l->w->data : NULL;
+  float *dw = l->w ? l->w->grad : NULL, *db = l->b ? l->b->grad : NULL;
+  switch (s->kind) {
+  case SEQ_CONV2D:
+    l->conv.n = n;
+    return lk_nn_conv2d_backward(nn, &l->conv, dinp, dw, db, dout, x, w);
+  case SEQ_MAXPOOL2D:
+    l->pool.n = n;
+    return dinp ? lk_nn_maxpool2d_backward(nn, &l->pool, dinp, dout, l->argmax)
+                : 0;
+  case SEQ_AVGPOOL2D:
+    l->pool.n = n;
+    return dinp ? lk_nn_avgpool2d_backward(nn, &l->pool, dinp, dout) : 0;
+  case SEQ_BATCHNORM2D:
+  case SEQ_BATCHNORM1D: {
+    int c = l->in[0], hw = l->in_ndim == 1 ? 1 : (int)(l->in_numel / (size_t)c);
+    return lk_nn_batchnorm_backward(nn, dinp, dw, db, dout, x, w, l->mean,
+                                    l->rstd, n, c, hw, true);
+  }
+  case SEQ_LAYERNORM:
+    return lk_nn_layernorm_backward(nn, dinp, dw, db, dout, x, w, l->mean,
+                                    l->rstd, n * (int)l->rows,
+                                    l->in[l->in_ndim - 1]);
+  case SEQ_RELU:
+    return dinp ? lk_nn_relu_backward(nn, dinp, dout, l->y, count) : 0;
+  case SEQ_GELU:
+    return dinp ? lk_nn_gelu_backward(nn, dinp, dout, x, count) : 0;
+  case SEQ_TANH:
+    return dinp ? lk_nn_tanh_backward(nn, dinp, dout, l->y, count) : 0;
+  case SEQ_SIGMOID:
+    return dinp ? lk_nn_sigmoid_backward(nn, dinp, dout, l->y, count) : 0;
+  case SEQ_DROPOUT:
+    return dinp ? lk_nn_dropout_backward(nn, dinp, dout, l->mask, count,
+                                         (float)s->p, true)
+                : 0;
+  case SEQ_LINEAR:
+    return lk_nn_linear_backward(nn, dinp, dw, db, dout, x, w, n * (int)l->rows,
+                                 l->in[l->in_ndim - 1], s->out);
+  default: return LK_EINVAL;
+  }
+}
+
+static int forward(seq *m, const lk_batch *b, lk_step_result *out,
+                   bool training) {
+  int rc;
+  m->ready = 0;
+  if ((rc = model_check_x(m->host, b, m->layers[0].in_numel)) != 0 ||
+      (rc = model_check_labels(m->host, b, m->classes)) != 0)
+    return rc;
+  if (b->size > (size_t)INT_MAX / m->max_numel)
+    return lk_fail(m->host, LK_EINVAL, "a batch of %zu is too large", b->size);
+  if ((rc = reserve(m, b->size)) != 0)
+    return rc;
+  int n = (int)b->size;
+  const float *x = b->x.data;
+  for (size_t i = 0; i < m->n_layers; i++) {
+    seq_layer *l = &m->layers[i];
+    if (layer_forward(m, l, x, n, training) != 0)
+      return kit_failed(m, i, l);
+    x = l->y;
+  }
+  double loss;
+  int correct;
+  if (lk_nn_crossentropy(m->nn, &loss, NULL, x, b->y.data, n, (int)m->classes,
+                         1, &correct) != 0)
+    return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
+  out->has_loss = true;
+  out->loss = loss;
+  lk_result_metric(out, "acc", (double)correct / (double)n);
+  if (training)
+    m->ready = b->size;
+  return 0;
+}
+
+static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, true);
+}
+
+static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, false);
+}
+
+/* From the logits the training step left back through every layer; the
+ * first layer's input gradient is never needed. */
+static int backward(void *self, const lk_batch *b, double scale) {
+  seq *m = self;
+  int rc = model_check_ready(m->host, m->ready, b->size);
+  if (rc != 0)
+    return rc;
+  int n = (int)b->size;
+  seq_layer *last = &m->layers[m->n_layers - 1];
+  float *d = m->grad[0], *spare = m->grad[1];
+  memset(d, 0, (size_t)n * m->classes * sizeof *d);
+  double loss;
+  if (lk_nn_crossentropy(m->nn, &loss, d, last->y, b->y.data, n,
+                         (int)m->classes, (float)scale, NULL) != 0)
+    return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
+  for (size_t i = m->n_layers; i-- > 0;) {
+    seq_layer *l = &m->layers[i];
+    if (l->s.kind == SEQ_FLATTEN || l->pooled_relu)
+      continue; /* the same gradient, another shape; done by the pool */
+    const float *x = i ? m->layers[i - 1].y : b->x.data;
+    if (l->relu_after && l->grad_in) { /* the ReLU's backward first */
+      size_t count = (size_t)n * l->out_numel;
+      memset(spare, 0, count * sizeof *spare);
+      if (lk_nn_relu_backward(m->nn, spare, d, l->y, count) != 0)
+        return kit_failed(m, i - 1, &m->layers[i - 1]);
+      float *t = d;
+      d = spare;
+      spare = t;
+    }
+    float *dinp = NULL;
+    if (l->grad_in) {
+      dinp = spare;
+      memset(dinp, 0, (size_t)n * l->in_numel * sizeof *dinp);
+    }
+    if (layer_backward(m, l, dinp, d, x, n) != 0)
+      return kit_failed(m, i, l);
+    if (!dinp)
+      break; /* no layer before has parameters */
+    spare = d;
+    d = dinp;
+  }
+  return 0;
+}
+
+static const lk_option options[] = {
+    {"layers", LK_OPT_STRING, NULL,
+     "the network, torch-like, on one line: e.g. conv2d(32, 3, padding=1), "
+     "relu, maxpool2d(2), flatten, linear(10); layers conv2d, maxpool2d, "
+     "avgpool2d, batchnorm2d, batchnorm1d, layernorm, relu, gelu, tanh, "
+     "sigmoid, dropout, flatten, linear (see loopkit.ini(5))",
+     NULL},
+    {"init", LK_OPT_STRING, "",
+     "initial parameters: a FILE.safetensors holding every parameter by "
+     "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
+     "named_parameters(), F32 or F64; not its buffers), or a raw "
+     "little-endian f32 file of every parameter in order, each in torch's "
+     "layout; empty: torch's init from the seed",
+     NULL},
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_step_ops step_ops = {.training_step = training_step,
+                                     .validation_step = validation_step};
+static const lk_backward_ops backward_ops = {.backward = backward};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "sequential",
+    .version = "1.0",
+    .summary = "a network of layers described in the config (conv2d, pools, "
+               "norms, activations, dropout, linear), softmax cross-entropy",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .step = &step_ops,
+    .backward = &backward_ops,
+    .check_state = check_state,
+};
