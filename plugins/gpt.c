@@ -23,8 +23,9 @@
  *
  * Batches: x and y i32 [B, T] with T <= block_size (the text data
  * plugin's), y the next token at every position. predict_step (ABI 1.4)
- * takes contexts x [B, T] and gives the logits of the next token, f32
- * [B, V], for loopkit generate.
+ * takes contexts x [B, T] of any length, cropped to their last block_size
+ * tokens, and gives the logits of the next token, f32 [B, V], for loopkit
+ * generate.
  *
  * Memory: every activation backward needs is kept, per layer (llm.c's
  * ActivationTensors), in one block sized at the first batch for its B x T
@@ -73,6 +74,7 @@ typedef struct gpt {
   size_t cap;
   void *mem;        /* one allocation, everything below points into it */
   int32_t *pos;     /* [N] position of each row, for wpe */
+  int32_t *ctx;     /* [N] predict's contexts, cropped */
   float *enc;       /* [N, C] embeddings: the first block's input */
   uint8_t *encmask; /* [N, C] transformer.drop's */
   layer_acts *acts; /* [L] */
@@ -121,6 +123,7 @@ static size_t carve(gpt *m, char *base, size_t N) {
     at += bytes_;                                                              \
   } while (0)
   TAKE(m->pos, N, int32_t);
+  TAKE(m->ctx, N, int32_t);
   TAKE(m->enc, N * C, float);
   if (drop)
     TAKE(m->encmask, N * C, uint8_t);
@@ -504,12 +507,39 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
   return forward(self, b, out, false);
 }
 
+/* A context longer than block_size, cropped to its last block_size
+ * tokens (nanoGPT's generate crops it so): B into CROP, a batch of CTX. */
+static int crop(gpt *m, const lk_batch *b, lk_batch *cropped) {
+  const lk_tensor *x = &b->x;
+  *cropped = *b;
+  if (!x->data || x->dtype != LK_I32 || x->ndim != 2 ||
+      x->shape[1] <= (size_t)m->maxT)
+    return 0; /* as it is: take_batch checks it */
+  size_t B = x->shape[0], T = x->shape[1], keep = (size_t)m->maxT;
+  if (B > (size_t)INT_MAX / keep)
+    return lk_fail(m->host, LK_EINVAL, "a batch of %zu contexts is too large",
+                   B);
+  int rc = reserve(m, B * keep);
+  if (rc != 0)
+    return rc;
+  for (size_t i = 0; i < B; i++)
+    memcpy(m->ctx + i * keep, (const int32_t *)x->data + i * T + (T - keep),
+           keep * sizeof *m->ctx);
+  cropped->x.shape[1] = keep;
+  cropped->x.numel = B * keep;
+  cropped->x.data = m->ctx;
+  return 0;
+}
+
 /* The next token's logits after each context: ln_f's last row of each
  * sequence through the head. */
-static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+static int predict_step(void *self, const lk_batch *batch, lk_tensor *out) {
   gpt *m = self;
   m->ready = false;
-  int rc = take_batch(m, b, false);
+  lk_batch cropped, *b = &cropped;
+  int rc = crop(m, batch, &cropped);
+  if (rc == 0)
+    rc = take_batch(m, b, false);
   if (rc == 0)
     rc = trunk(m, b->x.data, false);
   if (rc != 0)
