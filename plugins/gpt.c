@@ -291,8 +291,11 @@ static void init_params(gpt *m) {
  * longer than block_size, of tokens below vocab_size. */
 static int check_data(gpt *m) {
   lk_sample_shape s;
-  if (lk_host_data_shape(m->host, &s) != 0)
-    return 0; /* checked at every batch */
+  int rc = lk_host_data_shape(m->host, &s);
+  if (rc == LK_ENOTFOUND)
+    return 0; /* no data, or it does not say: checked at every batch */
+  if (rc != 0)
+    return lk_fail(m->host, rc, "%s", lk_last_error());
   if (s.x_dtype != LK_I32 || s.x_ndim != 1 || s.y_dtype != LK_I32 ||
       s.y_ndim != 1 || s.y_shape[0] != s.x_shape[0])
     return lk_fail(m->host, LK_ECONFIG,

@@ -92,6 +92,14 @@ static inline int gz_slurp(lk_host *host, const char *path, const char *what,
     else
       buf = more, cap *= 2;
   }
+  int err = Z_OK;
+  if (rc == 0 && gz) /* the stream ended before its end: a cut file */
+    gzerror(f, &err);
+  if (err == Z_BUF_ERROR)
+    rc = lk_fail(host, LK_EFORMAT,
+                 "%s is truncated: its gzip stream stops after %zu bytes "
+                 "(uncompressed), before its end",
+                 path, n);
   gzclose(f);
   if (rc == 0 && n > max)
     rc = lk_fail(host, LK_EINVAL, "%s %s holds more than %zu bytes%s", what,
