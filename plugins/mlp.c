@@ -1,9 +1,11 @@
 /* mlp: a multilayer perceptron classifier, dense layers with ReLU or tanh
  * between them and softmax cross-entropy on the last one's logits; metrics
- * loss and acc. Parameters layer<i>.weight [out, in] and layer<i>.bias [out],
- * initialised as torch.nn.Linear does (U(-1/sqrt(in), 1/sqrt(in)) for both,
- * drawn from the run's generator) or read from a raw f32 file laid out as
- * torch stores them, so that a torch script can write and read it too.
+ * loss and acc. Parameters layer<i>.weight [out, in] and layer<i>.bias [out]
+ * (a torch module whose Linear layers are attributes layer0, layer1, ...
+ * has the same state_dict names), initialised as torch.nn.Linear does
+ * (U(-1/sqrt(in), 1/sqrt(in)) for both, drawn from the run's generator) or
+ * read from a file: a .safetensors file by name (lk_host_load_params), or a
+ * raw f32 file laid out as torch stores them.
  *
  * Speed: the activations of a batch size are allocated once (the buffers
  * only grow), every product is one sgemm (or sgemv for a batch of one), and
@@ -168,7 +170,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     rc = model_add_dense(host, name, y->in, y->out, &y->w, &y->b);
   }
   const char *init = lk_opt_string(o, "init");
-  if (rc == 0 && init[0])
+  size_t len = strlen(init), ext = strlen(".safetensors");
+  if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
+    rc = lk_host_load_params(host, init, NULL);
+  else if (rc == 0 && init[0])
     rc = load_init(m, init);
   else if (rc == 0)
     torch_init(m);
@@ -243,8 +248,10 @@ static const lk_option options[] = {
      "[1, 16777216]"},
     {"activation", LK_OPT_ENUM, "relu", "between the layers", "relu|tanh"},
     {"init", LK_OPT_STRING, "",
-     "raw little-endian f32 file of every layer's weight [out, in] then bias "
-     "[out] (torch's nn.Linear layout); empty: torch's init from the seed",
+     "initial weights: a FILE.safetensors holding layer<i>.weight [out, in] "
+     "and layer<i>.bias [out] (F32 or F64, nothing else), or a raw "
+     "little-endian f32 file of every layer's weight then bias (torch's "
+     "nn.Linear layout); empty: torch's init from the seed",
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 

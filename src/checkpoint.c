@@ -373,26 +373,6 @@ static int write_file(int fd, const char *tmp, uint64_t len,
   return 0;
 }
 
-/* The rename is durable only once the directory entry is on disk. */
-static int sync_dir(const char *path) {
-  const char *slash = strrchr(path, '/');
-  size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
-  char *dir = malloc(n + 1);
-  if (!dir)
-    return lk__err(LK_ENOMEM, "out of memory");
-  memcpy(dir, !slash ? "." : slash == path ? "/" : path, n);
-  dir[n] = '\0';
-  int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  /* EINVAL: a file system that cannot sync directories; nothing to do. */
-  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-    rc = lk__err(LK_EIO, "%s written, but directory %s not synced: %s", path,
-                 dir, strerror(errno));
-  if (fd >= 0)
-    close(fd);
-  free(dir);
-  return rc;
-}
-
 /* The loop state the writer is given is the host's own, but it is checked
  * as the reader checks it, so that every written file reads back. */
 static int check_loop(const lk__loop_state *st) {
@@ -444,7 +424,7 @@ int lk__ckpt_write(const char *path, const lk__loop_state *state,
     return rc;
   }
   free(tmp);
-  return sync_dir(path);
+  return lk__sync_dir(path);
 }
 
 /* ---- reading ------------------------------------------------------------ */

@@ -36,14 +36,14 @@ int lk_result_metric(lk_step_result *result, const char *name, double value) {
 
 int lk_host_add_param(lk_host *host, const char *name, lk_dtype dtype,
                       size_t ndim, const size_t *shape, lk_tensor **out) {
-  return lk__tensors_add(&host->env->tensors, host->inst->name, name, dtype,
-                         ndim, shape, true, out);
+  return lk__tensors_add(&host->env->tensors, host->inst->name, host->inst,
+                         name, dtype, ndim, shape, true, out);
 }
 
 int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
                       size_t ndim, const size_t *shape, lk_tensor **out) {
-  return lk__tensors_add(&host->env->tensors, host->inst->name, name, dtype,
-                         ndim, shape, false, out);
+  return lk__tensors_add(&host->env->tensors, host->inst->name, host->inst,
+                         name, dtype, ndim, shape, false, out);
 }
 
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
@@ -60,8 +60,8 @@ int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
     char *name = lk__asprintf("%s.%s", prefix, p->name);
     if (!name)
       return lk__err(LK_ENOMEM, "out of memory");
-    int rc = lk__tensors_add(ts, host->inst->name, name, p->dtype, p->ndim,
-                             p->shape, false, &out[i]);
+    int rc = lk__tensors_add(ts, host->inst->name, host->inst, name, p->dtype,
+                             p->ndim, p->shape, false, &out[i]);
     free(name);
     if (rc != 0)
       return rc;

@@ -40,6 +40,8 @@ int lk__parse_bool(const char *s, bool *out);
 #define LK__CONFIG_MAX_BYTES (16u << 20)
 int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
                   size_t *out_len, struct stat *st);
+/* Syncs the directory holding PATH: a rename is durable only then. */
+int lk__sync_dir(const char *path);
 
 /* loader.c: the ABI minor version a plugin was built for; entries an ops
  * table gained after it must not be read. */

@@ -20,9 +20,9 @@ static void free_tensor(lk_tensor *t) {
   free(t);
 }
 
-int lk__tensors_add(lk__tensors *ts, const char *who, const char *name,
-                    lk_dtype dtype, size_t ndim, const size_t *shape,
-                    bool param, lk_tensor **out) {
+int lk__tensors_add(lk__tensors *ts, const char *who, const void *owner,
+                    const char *name, lk_dtype dtype, size_t ndim,
+                    const size_t *shape, bool param, lk_tensor **out) {
   const char *what = param ? "parameter" : "state";
   if (ts->sealed)
     return lk__err(
@@ -49,6 +49,14 @@ int lk__tensors_add(lk__tensors *ts, const char *who, const char *name,
   lk_tensor **grown = realloc(*list, (*n + 1) * sizeof **list);
   if (grown)
     *list = grown;
+  if (param && grown) {
+    const void **owners =
+        realloc(ts->owners, (ts->n_params + 1) * sizeof *owners);
+    if (owners)
+      ts->owners = owners;
+    else
+      grown = NULL;
+  }
   if (!full || !t || !grown) {
     free(full);
     free(t);
@@ -78,9 +86,15 @@ int lk__tensors_add(lk__tensors *ts, const char *who, const char *name,
     free_tensor(t);
     return rc;
   }
+  if (param)
+    ts->owners[ts->n_params] = owner;
   (*list)[(*n)++] = t;
   *out = t;
   return 0;
+}
+
+const void *lk__tensors_owner(const lk__tensors *ts, size_t i) {
+  return ts->owners && i < ts->n_params ? ts->owners[i] : NULL;
 }
 
 void lk__tensors_free(lk__tensors *ts) {
@@ -89,6 +103,7 @@ void lk__tensors_free(lk__tensors *ts) {
   for (size_t i = 0; i < ts->n_states; i++)
     free_tensor(ts->states[i]);
   free(ts->params);
+  free(ts->owners);
   free(ts->states);
   memset(ts, 0, sizeof *ts);
 }

@@ -7,6 +7,8 @@
 
 typedef struct lk__tensors {
   lk_tensor **params;
+  const void **owners; /* n_params: the instance that added each (NULL:
+                          borrowed), for lk_host_load_params */
   size_t n_params;
   lk_tensor **states;
   size_t n_states;
@@ -15,10 +17,14 @@ typedef struct lk__tensors {
 } lk__tensors;
 
 /* Adds a zero-filled tensor (a parameter with its gradient, or a state)
- * named NAME (a state: WHO.NAME). WHO names the plugin in messages. */
-int lk__tensors_add(lk__tensors *t, const char *who, const char *name,
-                    lk_dtype dtype, size_t ndim, const size_t *shape,
-                    bool param, lk_tensor **out);
+ * named NAME (a state: WHO.NAME). WHO names the plugin in messages; OWNER
+ * (its instance) is recorded with a parameter. */
+int lk__tensors_add(lk__tensors *t, const char *who, const void *owner,
+                    const char *name, lk_dtype dtype, size_t ndim,
+                    const size_t *shape, bool param, lk_tensor **out);
+
+/* The owner recorded for parameter I (NULL if none). */
+const void *lk__tensors_owner(const lk__tensors *t, size_t i);
 
 void lk__tensors_free(lk__tensors *t);
 

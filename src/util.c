@@ -187,3 +187,23 @@ int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
     *st_out = st;
   return 0;
 }
+
+/* The rename is durable only once the directory entry is on disk. */
+int lk__sync_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+  char *dir = malloc(n + 1);
+  if (!dir)
+    return lk__err(LK_ENOMEM, "out of memory");
+  memcpy(dir, !slash ? "." : slash == path ? "/" : path, n);
+  dir[n] = '\0';
+  int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  /* EINVAL: a file system that cannot sync directories; nothing to do. */
+  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+    rc = lk__err(LK_EIO, "%s written, but directory %s not synced: %s", path,
+                 dir, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+  free(dir);
+  return rc;
+}

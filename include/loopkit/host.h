@@ -71,6 +71,22 @@ LK_API int lk_state_check(lk_host *host, const lk_tensor *t, double min,
 LK_API int lk_host_add_param_states(lk_host *host, const char *prefix,
                                     lk_tensor **out, size_t n);
 
+/* Since ABI 1.4: fills every parameter THIS plugin has added (call it in
+ * create, after adding them) from the safetensors file PATH, by name.
+ * Refused, naming the file and the tensor: a parameter the file lacks, a
+ * tensor whose shape differs (both shapes named), a tensor of the file
+ * that is no parameter of this plugin (another plugin's included) unless
+ * its name is in IGNORE (a NULL-terminated list, or NULL: a tied head's
+ * second copy, say), a dtype
+ * other than F32 and F64 (either converts to the parameter's dtype, f64 to
+ * f32 rounding to nearest), a value that is not finite (or beyond f32's
+ * range), and any file the strict reader refuses (LK_EFORMAT: a lying
+ * header, offsets out of bounds, holes, overlaps, truncation). On failure
+ * the parameters' values are unspecified: fail create. The file is mapped
+ * and read once. */
+LK_API int lk_host_load_params(lk_host *host, const char *path,
+                               const char *const *ignore);
+
 /* The parameters of the run, in the order they were added. */
 LK_API lk_tensor *const *lk_host_params(lk_host *host, size_t *n);
 /* Since ABI 1.2: every state tensor (optimizer buffers, EMA weights, the

@@ -19,6 +19,7 @@ typedef struct probe {
   int64_t silent_fail_at;
   bool no_loss, manual;
   const char *bad_result; /* what a training_step gets wrong, for tests */
+  const char *init_late;  /* init file to load (wrongly) in training_step */
 } probe;
 
 static void say(probe *p, const char *fmt, ...) LK_PRINTF(2, 3);
@@ -68,6 +69,26 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   for (size_t i = 0; i < n; i++)
     ((double *)p->w->data)[i] = lk_opt_double(o, "w0");
 #if LK_ABI_MINOR >= 4
+  /* init: w from a safetensors file, skipping the names in init_ignore (a
+   * comma list). */
+  const char *init = lk_opt_string(o, "init");
+  if (*init && !lk_opt_bool(o, "init_late")) {
+    char ignore_buf[256];
+    const char *ignore[9] = {NULL};
+    snprintf(ignore_buf, sizeof ignore_buf, "%s",
+             lk_opt_string(o, "init_ignore"));
+    size_t k = 0;
+    for (char *tok = strtok(ignore_buf, ","); tok && k < 8;
+         tok = strtok(NULL, ","))
+      ignore[k++] = tok;
+    if ((rc = lk_host_load_params(host, init, ignore)) != 0) {
+      if (p->trace)
+        fclose(p->trace);
+      free(p);
+      return rc;
+    }
+  }
+  p->init_late = *init && lk_opt_bool(o, "init_late") ? init : NULL;
   if (lk_opt_bool(o, "say_threads"))
     say(p, "threads=%d", lk_host_threads(host));
 #endif
@@ -105,6 +126,13 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
                    (long long)call);
   if (call == p->silent_fail_at)
     return LK_EPLUGIN; /* without lk_fail: the host must say so */
+#if LK_ABI_MINOR >= 4
+  if (p->init_late) {
+    int rc = lk_host_load_params(p->host, p->init_late, NULL);
+    if (rc != 0)
+      return rc;
+  }
+#endif
   lk_result_metric(out, "w0", ((double *)p->w->data)[0]);
   /* Results a careless plugin might return: the host must refuse them. */
   if (!strcmp(p->bad_result, "count"))
@@ -223,6 +251,12 @@ static const lk_option options[] = {
     {"delay_us", LK_OPT_INT, "0", "sleep this long in each training_step",
      NULL},
     {"trace", LK_OPT_STRING, "", "file that receives one line per call", NULL},
+    {"init", LK_OPT_STRING, "", "safetensors file w is loaded from (ABI 1.4)",
+     NULL},
+    {"init_ignore", LK_OPT_STRING, "",
+     "comma list of init's tensors that are no parameter", NULL},
+    {"init_late", LK_OPT_BOOL, "false",
+     "load init in training_step instead of create (refused)", NULL},
     {"say_threads", LK_OPT_BOOL, "false",
      "create traces threads=lk_host_threads()", NULL},
     {"silent_fail_at", LK_OPT_INT, "-1",
