@@ -32,10 +32,11 @@
  * torch's subprocess).
  *
  * OpenBLAS 0.3.21 runs its Haswell kernels on this machine's AMD CPU
- * unless OPENBLAS_CORETYPE says otherwise (src/nn/gemm.c); this program
- * sets OPENBLAS_CORETYPE=SKYLAKEX where the CPU has AVX-512 and the
- * environment does not say, for itself and for torch's subprocess (whose
- * products are OpenBLAS's too): both sides run the same kernels.
+ * unless OPENBLAS_CORETYPE says otherwise (src/nn/gemm.c; this machine's
+ * environment even says Haswell); this program sets
+ * OPENBLAS_CORETYPE=SKYLAKEX where the CPU has AVX-512, for itself and for
+ * torch's subprocess (whose products are OpenBLAS's too): both sides run
+ * the same kernels.
  *
  * Goals (issue 14): loopkit >= 1.5x torch at 1 thread, >= 2x at 2.
  *
@@ -433,19 +434,25 @@ static void parse_args(int argc, char **argv) {
     usage();
 }
 
-/* OpenBLAS's AVX-512 kernels where the CPU has AVX-512 and the
- * environment did not choose: read when OpenBLAS is loaded (the kit loads
- * it at its first context, torch at its start), so before either. */
-static void coretype(void) {
+/* OpenBLAS's AVX-512 kernels wherever the CPU has AVX-512, whatever the
+ * environment said (this machine's says Haswell): OpenBLAS reads it when
+ * it is loaded (the kit loads it at its first context, torch at its
+ * start), so before either. *WAS gets the environment's value. */
+static void coretype(const char **was) {
+  *was = getenv("OPENBLAS_CORETYPE");
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f"))
-    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 0);
+  static char before[64];
+  if (*was)
+    snprintf(before, sizeof before, "%s", *was), *was = before;
+  if (__builtin_cpu_supports("avx512f"))
+    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
 #endif
 }
 
 int main(int argc, char **argv) {
   parse_args(argc, argv);
-  coretype();
+  const char *was;
+  coretype(&was);
   if (!mkdtemp(tmp_root)) {
     perror("bench/gpt: mkdtemp");
     return 1;

@@ -19,7 +19,9 @@
  * not a parameter of its own. Init as nanoGPT's _init_weights, from the
  * host's generator in parameter order: N(0, 0.02) for the embeddings and
  * every linear weight, N(0, 0.02 / sqrt(2 n_layer)) for the two residual
- * projections (c_proj), biases 0, LayerNorm weights 1.
+ * projections (c_proj), biases 0, LayerNorm weights 1; or, with init, a
+ * safetensors file of them (a torch state_dict saved with safetensors:
+ * its lm_head.weight is ignored), and then nothing is drawn.
  *
  * Batches: x and y i32 [B, T] with T <= block_size (the text data
  * plugin's), y the next token at every position. predict_step (ABI 1.4)
@@ -342,11 +344,17 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     rc = lk_fail(host, rc, "%s", lk_last_error());
   if (rc == 0)
     rc = add_params(m);
+  /* torch saves the tied head twice, as lm_head.weight too */
+  static const char *const tied[] = {"lm_head.weight", NULL};
+  const char *init = lk_opt_string(o, "init");
+  if (rc == 0 && init[0])
+    rc = lk_host_load_params(host, init, tied);
+  else if (rc == 0)
+    init_params(m);
   if (rc != 0) {
     destroy(m);
     return rc;
   }
-  init_params(m);
   *self = m;
   return 0;
 }
@@ -676,6 +684,11 @@ static const lk_option options[] = {
      "dropout after the embeddings and on each residual branch, in training",
      "[0, 1)"},
     {"bias", LK_OPT_BOOL, "true", "biases in the linear and LayerNorm layers",
+     NULL},
+    {"init", LK_OPT_STRING, "",
+     "initial parameters: a FILE.safetensors with nanoGPT's state_dict names "
+     "and shapes (F32 or F64; lm_head.weight, the tied head, is ignored); "
+     "empty: nanoGPT's init from the seed",
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
