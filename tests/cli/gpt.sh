@@ -61,6 +61,47 @@ expect 0 'trained' "bias = false trains" -- train nobias.ini --out r-nobias --qu
 check "bias = false: no bias parameters" \
   sh -c "! \"$LOOPKIT\" dump r-nobias/checkpoints/last.ckpt | grep -q bias"
 
+# ---- init from a safetensors file ---------------------------------------------
+# The trained parameters, from dump, as torch would save the model's
+# state_dict (lm_head.weight, the tied head, included).
+"$LOOPKIT" dump r-tiny/checkpoints/last.ckpt >tiny.dump
+cat >st.py <<'PY'
+import json, struct, sys
+C, V, T = 32, 256, 16
+shapes = {"wte.weight": [V, C], "lm_head.weight": [V, C], "wpe.weight": [T, C], "c_attn.weight": [3 * C, C],
+          "c_attn.bias": [3 * C], "attn.c_proj.weight": [C, C],
+          "c_fc.weight": [4 * C, C], "c_fc.bias": [4 * C], "mlp.c_proj.weight": [C, 4 * C]}
+vals = {}
+for line in open(sys.argv[1]):
+    key, v = line.split()
+    name = key[:key.index("[")]
+    vals.setdefault(name, []).append(float(v))
+drop = sys.argv[3] if len(sys.argv) > 3 else None
+if drop:
+    del vals[drop]
+vals["lm_head.weight"] = vals["transformer.wte.weight"]
+head, blobs, off = {}, [], 0
+for name, v in vals.items():
+    shape = next((s for k, s in shapes.items() if name.endswith(k)), [C])
+    b = struct.pack("<%df" % len(v), *v)
+    head[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+    off += len(b)
+    blobs.append(b)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+python3 st.py tiny.dump tiny.safetensors
+python3 st.py tiny.dump less.safetensors transformer.h.1.ln_2.bias
+expect 0 'trained 1 steps' "init = FILE.safetensors, lm_head.weight in it ignored" \
+  -- train tiny.ini --out r-init --quiet --set "gpt.init=$T/tiny.safetensors" \
+  --set loop.max_steps=1 --set adamw.lr=0
+"$LOOPKIT" dump r-init/checkpoints/last.ckpt >init.dump
+check "init: the file's values, bit for bit (a step at lr 0 changes nothing)" \
+  cmp -s tiny.dump init.dump
+expect 2 'transformer.h.1.ln_2.bias' "init: a file without a parameter is refused, naming it" \
+  -- train tiny.ini --out r-less --set "gpt.init=$T/less.safetensors"
+
 # ---- gradcheck --------------------------------------------------------------
 # f32 central differences of a loss near 5.5 resolve a gradient to about
 # 1e-2 of its size at nanoGPT's small init; a wrong one is off by far more.
