@@ -475,10 +475,11 @@ int main(int argc, char **argv) {
     printf("baby GPT: %d layers, %d heads, n_embd %d, block %d, vocab %d; "
            "batch %d x %d tokens; AdamW lr " LR " betas " BETAS
            "\n%s; median of %d; W = %zu, S = %zu steps\nproducts: %s "
-           "(OPENBLAS_CORETYPE %s), kit vectors %s\n\n",
+           "(OPENBLAS_CORETYPE %s; the environment's: %s), kit vectors "
+           "%s\n\n",
            L, NH, C, T, V, B, T, opt.text, opt.reps, opt.steps, 2 * opt.steps,
            lk_nn_backend(nn), core ? core : "unset: OpenBLAS's own choice",
-           lk_nn_isa(nn));
+           was ? was : "unset", lk_nn_isa(nn));
     lk_nn_free(nn);
   }
   printf("%7s %11s %11s %7s %5s %9s %10s %7s %10s\n", "threads", "loopkit t/s",
