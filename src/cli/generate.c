@@ -10,6 +10,7 @@
  * bytes, written as they come: the same seed writes the same text. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,13 @@ static int sample(const float *logits, int V, double temperature, long long k,
 /* Generates O's tokens after the prompt; EXIT_USAGE when the model fails
  * on the prompt (nothing generated), EXIT_FAILED later. */
 static int generate(lk_run *run, const gen_opts *o) {
-  size_t n = strlen(o->prompt), total = n + (size_t)o->tokens;
+  size_t n = strlen(o->prompt);
+  if ((unsigned long long)o->tokens > SIZE_MAX / sizeof(int32_t) - n) {
+    cli_error("generate: --tokens %lld: more than this machine can hold",
+              o->tokens);
+    return EXIT_USAGE;
+  }
+  size_t total = n + (size_t)o->tokens; /* the whole context: the model crops */
   int32_t *ctx = malloc((total ? total : 1) * sizeof *ctx);
   double *p = NULL, *sorted = NULL;
   if (!ctx) {
@@ -198,7 +205,7 @@ static int generate(lk_run *run, const gen_opts *o) {
       break;
     }
     int V = (int)(out.numel / out.shape[0]);
-    if (out.dtype != LK_F32 || out.ndim != 2 || V > 256) {
+    if (out.dtype != LK_F32 || out.ndim != 2 || V < 1 || V > 256) {
       cli_error("generate: the model's predict_step gives %s [%zu, %d]: "
                 "expected f32 logits of at most 256 tokens, the bytes "
                 "generate writes",
@@ -212,7 +219,17 @@ static int generate(lk_run *run, const gen_opts *o) {
       status = EXIT_FAILED;
       break;
     }
-    int next = sample(out.data, V, o->temperature, o->top_k, &rng, p, sorted);
+    const float *logits = out.data;
+    for (int j = 0; j < V && status == 0; j++)
+      if (!isfinite(logits[j])) {
+        cli_error("generate: the model's logit of token %d is %g after %lld "
+                  "tokens",
+                  j, (double)logits[j], t);
+        status = EXIT_FAILED;
+      }
+    if (status != 0)
+      break;
+    int next = sample(logits, V, o->temperature, o->top_k, &rng, p, sorted);
     ctx[n++] = next;
     putchar(next);
     fflush(stdout);

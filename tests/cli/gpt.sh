@@ -143,6 +143,9 @@ expect 2 '--temperature "-1": expected a number >= 0' "generate: a negative temp
   -- generate tiny.ini --ckpt "$CK" --temperature -1
 expect 2 '--tokens "many": expected a whole number' "generate: tokens must be a number" \
   -- generate tiny.ini --ckpt "$CK" --tokens many
+expect 2 "--tokens 9223372036854775807: more than this machine can hold" \
+  "generate: a context that could not be held is refused" \
+  -- generate tiny.ini --ckpt "$CK" --tokens 9223372036854775807
 expect 2 "nowhere.ckpt: no such checkpoint" "generate: a missing checkpoint is named" \
   -- generate tiny.ini --ckpt nowhere.ckpt
 expect 2 "$CK: parameter transformer.wte.weight is f32\\[256,32\\] there but f32\\[256,64\\] in this config's model \\(gpt\\)" \
