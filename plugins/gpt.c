@@ -379,7 +379,7 @@ static const char *shape_of(const lk_tensor *t, char *buf, size_t len) {
 static int check_tokens(gpt *m, const char *name, const lk_tensor *t) {
   const int32_t *v = t->data;
   size_t T = t->shape[1];
-  for (size_t i = 0; i < t->numel; i++)
+  for (size_t i = 0; i < t->shape[0] * T; i++) /* the shape's, not numel */
     if (v[i] < 0 || v[i] >= m->V)
       return lk_fail(m->host, LK_EINVAL,
                      "%s: token %d at [%zu, %zu] is out of range: vocab_size "
