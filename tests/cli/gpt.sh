@@ -29,13 +29,25 @@ tiny() {
   } >"$name.ini"
 }
 
+# Under valgrind or the sanitizers the model trains 4 epochs of 5 steps,
+# not of 50, and what needs it learnt is skipped.
+heavy=yes
+[ -n "${LK_LOOPKIT:-}" ] || [ -n "${LK_SANITIZE:-}" ] && heavy=no
+skip() { ok "$1 # SKIP under valgrind or the sanitizers (minutes)"; }
+
 # ---- training -------------------------------------------------------------
 tiny tiny
-expect 0 'trained 200 steps \(4 epochs\)' "a tiny GPT trains 4 epochs of 50 steps" \
-  -- train tiny.ini --out r-tiny --quiet
+per=50
+[ $heavy = yes ] || per=5
+expect 0 "trained $((4 * per)) steps \\(4 epochs\\)" "a tiny GPT trains 4 epochs of $per steps" \
+  -- train tiny.ini --out r-tiny --quiet --set text.batches_per_epoch=$per
 val=$(awk -F, 'NR > 1 && $4 != "" { v = $4 } END { print v }' r-tiny/metrics.csv)
-check "the validation loss falls below 1 (from ln 256 = 5.55): $val" \
-  awk -v v="$val" 'BEGIN { exit !(v + 0 > 0 && v + 0 < 1) }'
+if [ $heavy = yes ]; then
+  check "the validation loss falls below 1 (from ln 256 = 5.55): $val" \
+    awk -v v="$val" 'BEGIN { exit !(v + 0 > 0 && v + 0 < 1) }'
+else
+  skip "the validation loss falls below 1"
+fi
 first=$(awk -F, 'NR == 2 { print $3 }' r-tiny/metrics.csv)
 check "the first step's loss is near ln(256) at nanoGPT's init: $first" \
   awk -v v="$first" 'BEGIN { exit !(v > 5.3 && v < 5.8) }'
@@ -57,7 +69,7 @@ check "26 parameters (2 embeddings, 12 per block, ln_f's 2), no lm_head" \
 check "c_attn.weight is [3C, C] = 96 x 32 values" \
   sh -c "\"$LOOPKIT\" dump r-tiny/checkpoints/last.ckpt | grep -c '^transformer.h.0.attn.c_attn.weight\\[' | grep -qx 3072"
 tiny nobias 'bias = false'
-expect 0 'trained' "bias = false trains" -- train nobias.ini --out r-nobias --quiet --set loop.max_epochs=1
+expect 0 'trained' "bias = false trains" -- train nobias.ini --out r-nobias --quiet --set loop.max_epochs=1 --set text.batches_per_epoch=5
 check "bias = false: no bias parameters" \
   sh -c "! \"$LOOPKIT\" dump r-nobias/checkpoints/last.ckpt | grep -q bias"
 
@@ -124,14 +136,19 @@ check "generate: the same seed writes the same text" cmp -s g1 g2
 check "generate: another seed, another text" sh -c '! cmp -s g1 g3'
 check "generate: the prompt, then 200 bytes" \
   sh -c "test \$(wc -c <g1) -eq 208 && head -c 8 g1 | grep -qx '12: the '"
-check "generate: the model has learnt the corpus's lines" \
-  grep -q 'cat sat on the mat' g1
+if [ $heavy = yes ]; then
+  check "generate: the model has learnt the corpus's lines" \
+    grep -q 'cat sat on the mat' g1
+else
+  skip "generate: the model has learnt the corpus's lines"
+fi
 gen --prompt 'x' --tokens 40 --temperature 0 --seed 1 >t1
 gen --prompt 'x' --tokens 40 --temperature 0 --seed 2 >t2
 check "generate: temperature 0 takes the most likely token, whatever the seed" cmp -s t1 t2
 gen --tokens 0 --prompt 'abc' >z
 check "generate: --tokens 0 prints the prompt alone" sh -c "test \"\$(cat z)\" = abc"
-expect 0 'the mat' "generate: past block_size the context is cropped (100 tokens, block 16)" \
+expect 0 "$([ $heavy = yes ] && echo 'the mat' || echo .)" \
+  "generate: past block_size the context is cropped (100 tokens, block 16)" \
   -- generate tiny.ini --ckpt "$CK" --tokens 100 --top-k 1
 expect 0 'the' "generate: --set applies (two threads, the same model)" \
   -- generate tiny.ini --ckpt "$CK" --tokens 20 --set loop.threads=2
@@ -169,7 +186,7 @@ expect 2 "plugin rosenbrock \\(the step\\) has no predict_step" \
   "generate: a step plugin without predict_step is named" \
   -- generate rosen.ini --ckpt r-rosen/checkpoints/last.ckpt
 tiny small 'vocab_size = 120'
-"$LOOPKIT" train small.ini --out r-small --quiet --set loop.max_epochs=1 >/dev/null 2>&1
+"$LOOPKIT" train small.ini --out r-small --quiet --set loop.max_steps=2 >/dev/null 2>&1
 expect 2 "x: token 200 at \\[0, 1\\] is out of range: vocab_size = 120" \
   "generate: a prompt byte outside the vocabulary is named" \
   -- generate small.ini --ckpt r-small/checkpoints/last.ckpt --prompt "$(printf 'a\310')"
@@ -191,18 +208,20 @@ expect 2 'option gpt.n_layer = 0: must be >= 1 and <= 1024' "n_layer's range" \
 # ---- the text plugin --------------------------------------------------------
 expect 0 "$size bytes from $T/corpus.txt: $((size - size / 10)) for training \\(50 batches an epoch\\), $((size / 10)) for validation \\(64 windows of 17\\)" \
   "text: the log says the parts, the epoch and the validation windows" \
-  -- train tiny.ini --out r-log --set loop.max_epochs=1
+  -- train tiny.ini --out r-log --set loop.max_epochs=1 --set loop.max_steps=5
 expect 0 "for training \\($(((size - size / 10) / 128)) batches an epoch\\).*\\($(((size / 10 - 1) / 16)) windows of 17\\)" \
   "text: by default an epoch is train bytes / (batch x block), validation every window" \
   -- train tiny.ini --out r-epoch --set loop.max_epochs=1 --set loop.max_steps=3 \
   --set text.batches_per_epoch=0 --set text.val_batches=0
 expect 0 "$size bytes from $T/corpus.txt.gz" "text: a gzipped file reads as the plain one" \
-  -- train tiny.ini --out r-gz --set loop.max_epochs=1 --set "text.path=$T/corpus.txt.gz"
+  -- train tiny.ini --out r-gz --set loop.max_epochs=1 --set loop.max_steps=5 \
+  --set "text.path=$T/corpus.txt.gz"
 "$LOOPKIT" dump r-log/checkpoints/last.ckpt >plain.dump
 "$LOOPKIT" dump r-gz/checkpoints/last.ckpt >gz.dump
 check "text: gzipped or not, the same run bit for bit" cmp -s plain.dump gz.dump
-expect 0 'trained 50 steps' "text: val_split = 0, no validation" \
-  -- train tiny.ini --out r-noval --set loop.max_epochs=1 --set text.val_split=0
+expect 0 'trained 5 steps' "text: val_split = 0, no validation" \
+  -- train tiny.ini --out r-noval --set loop.max_epochs=1 --set text.val_split=0 \
+  --set text.batches_per_epoch=5
 check "text: no val_loss without a validation part" \
   sh -c "! grep -q val_loss r-noval/metrics.csv"
 head -c 17 corpus.txt >w17.txt
@@ -232,25 +251,28 @@ expect 2 'option text.val_split = 1: must be >= 0 and < 1' "text: val_split belo
   -- train tiny.ini --out r-vs1 --set text.val_split=1
 
 # ---- determinism ------------------------------------------------------------
-if [ -n "${LK_LOOPKIT:-}" ] || [ -n "${LK_SANITIZE:-}" ]; then
-  ok "determinism # SKIP under valgrind or the sanitizers (minutes)"
+if [ $heavy = no ]; then
+  skip "determinism"
 else
   tiny drop 'dropout = 0.1'
-  "$LOOPKIT" train drop.ini --out r-d1 --quiet --set loop.threads=2 >/dev/null 2>&1
-  "$LOOPKIT" train drop.ini --out r-d2 --quiet --set loop.threads=2 >/dev/null 2>&1
-  "$LOOPKIT" train drop.ini --out r-d3 --quiet --set loop.threads=1 >/dev/null 2>&1
+  short='--set text.batches_per_epoch=10'
+  # shellcheck disable=SC2086
+  "$LOOPKIT" train drop.ini --out r-d1 --quiet $short --set loop.threads=2 >/dev/null 2>&1
+  "$LOOPKIT" train drop.ini --out r-d2 --quiet $short --set loop.threads=2 >/dev/null 2>&1
+  "$LOOPKIT" train drop.ini --out r-d3 --quiet $short --set loop.threads=1 >/dev/null 2>&1
   "$LOOPKIT" dump r-d1/checkpoints/last.ckpt >d1
   "$LOOPKIT" dump r-d2/checkpoints/last.ckpt >d2
   "$LOOPKIT" dump r-d3/checkpoints/last.ckpt >d3
   check "two runs at 2 threads, dropout 0.1: the same weights bit for bit" cmp -s d1 d2
   check "and at 1 thread the same again" cmp -s d1 d3
-  "$LOOPKIT" dump r-tiny/checkpoints/last.ckpt >d0
+  "$LOOPKIT" train tiny.ini --out r-d0 --quiet $short --set loop.threads=2 >/dev/null 2>&1
+  "$LOOPKIT" dump r-d0/checkpoints/last.ckpt >d0
   check "dropout changes the run" sh -c '! cmp -s d0 d1'
-  "$LOOPKIT" train drop.ini --out r-half --quiet --set loop.threads=2 \
+  "$LOOPKIT" train drop.ini --out r-half --quiet $short --set loop.threads=2 \
     --set loop.max_epochs=2 >/dev/null 2>&1
-  expect 0 'trained 200 steps' "resumed after 2 of 4 epochs, with dropout" \
+  expect 0 'trained 40 steps' "resumed after 2 of 4 epochs, with dropout" \
     -- train drop.ini --resume r-half/checkpoints/last.ckpt --out r-resumed \
-    --quiet --set loop.threads=2
+    --quiet $short --set loop.threads=2
   "$LOOPKIT" dump r-resumed/checkpoints/last.ckpt >dr
   check "the resumed run ends bit for bit where the straight one does" cmp -s d1 dr
   check "and its metrics rows are the straight run's" cmp -s r-d1/metrics.csv r-resumed/metrics.csv
