@@ -151,7 +151,7 @@ expect 0 "$([ $heavy = yes ] && echo 'the mat' || echo .)" \
   "generate: past block_size the context is cropped (100 tokens, block 16)" \
   -- generate tiny.ini --ckpt "$CK" --tokens 100 --top-k 1
 expect 0 'the' "generate: --set applies (two threads, the same model)" \
-  -- generate tiny.ini --ckpt "$CK" --tokens 20 --set loop.threads=2
+  -- generate tiny.ini --ckpt "$CK" --tokens 20 --set loop.threads=2 --prompt 'the '
 
 expect 2 'no --ckpt' "generate: --ckpt is required" -- generate tiny.ini
 expect 2 'generate: --prompt is empty' "generate: an empty prompt is refused" \
