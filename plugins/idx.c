@@ -4,13 +4,11 @@
  * split. Images become f32 rows of rows*cols features once, at create, so
  * that a batch is a copy; labels are LK_I32. zlib reads plain files as they
  * are, so one reader serves both. */
-#include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "data_common.h"
+#include "gz_read.h"
 
 #define IDX_IMAGES 0x00000803u /* unsigned bytes, 3 dimensions */
 #define IDX_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
@@ -63,36 +61,6 @@ static int find(lk_host *host, const char *dir, const char *base, char **out) {
   return rc;
 }
 
-/* Reads up to LEN bytes; *GOT says how many came. A compressed stream that
- * ends early is a short read, not an error: the caller reports it as a
- * truncated file with the sizes. */
-static int read_up_to(lk_host *host, gzFile f, const char *path, void *buf,
-                      size_t len, size_t *got) {
-  *got = 0;
-  while (*got < len) {
-    size_t want = len - *got < (1u << 30) ? len - *got : (1u << 30);
-    int n = gzread(f, (unsigned char *)buf + *got, (unsigned)want);
-    if (n > 0) {
-      *got += (size_t)n;
-      continue;
-    }
-    int err = Z_OK;
-    const char *msg = gzerror(f, &err);
-    if (err == Z_OK || err == Z_BUF_ERROR)
-      return 0; /* end of file, or of a truncated stream */
-    if (err == Z_ERRNO)
-      return lk_fail(host, LK_EIO, "cannot read %s: %s", path, strerror(errno));
-    if (err == Z_MEM_ERROR)
-      return lk_fail(host, LK_ENOMEM, "out of memory reading %s", path);
-    /* A damaged file, not a failed read. zlib's message starts with what
-     * it was opened as ("<fd:3>: "), which the path says better. */
-    if (msg[0] == '<' && strstr(msg, ">: "))
-      msg = strstr(msg, ">: ") + 3;
-    return lk_fail(host, LK_EFORMAT, "%s: corrupt gzip data: %s", path, msg);
-  }
-  return 0;
-}
-
 /* Reads the LEN bytes after the header into a new *OUT, grown as bytes
  * arrive: a header that promises more than the file holds then costs
  * memory for what is there only (it used to allocate all LEN bytes first,
@@ -104,7 +72,7 @@ static int read_payload(lk_host *host, gzFile f, const char *path, size_t len,
   int rc = buf ? 0 : lk_fail(host, LK_ENOMEM, "out of memory for %s", path);
   *got = 0;
   while (rc == 0) {
-    rc = read_up_to(host, f, path, buf + *got, cap - *got, &n);
+    rc = gz_read_up_to(host, f, path, buf + *got, cap - *got, &n);
     *got += n;
     if (rc != 0 || *got < cap || cap == len)
       break;
@@ -138,22 +106,14 @@ static bool payload_of(const uint32_t *dims, size_t ndim,
 static int read_idx(lk_host *host, idx_file *file, uint32_t magic) {
   size_t ndim = magic & 0xff, head_len = 4 + 4 * ndim;
   const char *path = file->path, *what = ndim == 3 ? "images" : "labels";
-  int fd;
-  int rc = lk_open_input(path, what, &fd);
+  gzFile f = NULL;
+  bool gz = false;
+  int rc = gz_open(host, path, what, &f, &gz);
   if (rc != 0)
-    return rc; /* the host's message names the file */
-  errno = 0;
-  gzFile f = gzdopen(fd, "rb");
-  if (!f) {
-    close(fd);
-    return lk_fail(host, LK_EIO, "cannot open %s: %s", path,
-                   errno ? strerror(errno) : "out of memory");
-  }
-  gzbuffer(f, 1u << 17);
-  bool gz = gzdirect(f) == 0;
+    return rc;
   unsigned char head[16];
   size_t got = 0;
-  rc = read_up_to(host, f, path, head, head_len, &got);
+  rc = gz_read_up_to(host, f, path, head, head_len, &got);
   if (rc == 0 && got < head_len)
     rc = lk_fail(host, LK_EFORMAT,
                  "%s is truncated: %zu bytes, an IDX header of %s needs %zu",
@@ -195,7 +155,7 @@ static int read_idx(lk_host *host, idx_file *file, uint32_t magic) {
     unsigned char rest[4096];
     unsigned long long extra = 0;
     do {
-      rc = read_up_to(host, f, path, rest, sizeof rest, &got);
+      rc = gz_read_up_to(host, f, path, rest, sizeof rest, &got);
       extra += got;
     } while (rc == 0 && got == sizeof rest);
     if (rc == 0 && extra)

@@ -163,7 +163,7 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   if (out->x_ndim > LK_MAX_DIMS || out->y_ndim > LK_MAX_DIMS ||
       lk_dtype_size(out->x_dtype) == 0 ||
       (out->y_dtype != 0 && lk_dtype_size(out->y_dtype) == 0) ||
-      (out->n_classes > 0 && (out->y_dtype != LK_I32 || out->y_ndim != 0)))
+      (out->n_classes > 0 && (out->y_dtype != LK_I32 || out->y_ndim > 1)))
     return lk__err(LK_EPLUGIN,
                    "shape of data plugin %s: an impossible sample shape "
                    "(x: %zu dimensions of dtype %d; y: %zu of dtype %d)",

@@ -11,7 +11,7 @@
  *   meter    progress of an epoch                     (progress.c)
  *
  * The files that own no part work on them: hooks.c, clip.c, strategy.c,
- * evaluate.c, resume.c, host.c, manual.c. */
+ * evaluate.c, resume.c, host.c, manual.c, predict.c. */
 #ifndef LK_RUN_PRIVATE_H
 #define LK_RUN_PRIVATE_H
 

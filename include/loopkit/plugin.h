@@ -104,12 +104,20 @@ typedef struct lk_batch {
 /* Every entry returns 0 or a negative LK_E* code after lk_fail(). */
 
 /* step: the model's forward pass. validation_step and test_step may be NULL
- * (test then uses validation_step). */
+ * (test then uses validation_step).
+ * Since ABI 1.4: predict_step (Lightning's name; NULL: the model does not
+ * predict), the model's output for BATCH's inputs x alone: no loss, no
+ * dropout, nothing kept for backward, y not read. OUT gets a tensor the
+ * plugin owns (grad NULL), valid until its next call. A language model
+ * (gpt) takes context tokens, x i32 [B, T] with T up to its block size,
+ * and gives the logits of the token that follows each context, f32
+ * [B, V]: what `loopkit generate` samples from. */
 typedef struct lk_step_ops {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*validation_step)(void *self, const lk_batch *batch,
                          lk_step_result *out);
   int (*test_step)(void *self, const lk_batch *batch, lk_step_result *out);
+  int (*predict_step)(void *self, const lk_batch *batch, lk_tensor *out);
 } lk_step_ops;
 
 /* backward: adds scale * d(loss)/d(param) into every param's grad, for the
@@ -150,7 +158,9 @@ typedef struct lk_profiler_ops {
  * before anything is trained. x is one sample's input (a batch's x is
  * [size, x_shape...]), y one sample's target (a batch's y is [size,
  * y_shape...]; y_ndim 0: one value per sample; y_dtype 0: no targets).
- * n_classes > 0: y holds class labels in [0, n_classes), LK_I32, y_ndim 0. */
+ * n_classes > 0: y holds class labels in [0, n_classes), LK_I32: one per
+ * sample (y_ndim 0), or one per position of a sequence (y_ndim 1: a
+ * language model's next tokens; x then holds tokens of the same range). */
 typedef struct lk_sample_shape {
   lk_dtype x_dtype;
   size_t x_ndim;

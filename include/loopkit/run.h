@@ -121,6 +121,17 @@ typedef void (*lk_gradcheck_fn)(void *user, const char *param,
 LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
                             lk_gradcheck_fn report, void *user);
 
+/* Using a trained model (loopkit generate), in a run set up with
+ * no_run_dir. lk_run_load_params: every parameter of the run from
+ * checkpoint CKPT, which must hold exactly the parameters the config's
+ * model has (names, dtypes, shapes; its optimizer state is not read);
+ * otherwise LK_EFORMAT naming CKPT and the parameter, and nothing is
+ * loaded. lk_run_predict: the step plugin's predict_step (ABI 1.4) on
+ * BATCH, OUT as it says (the plugin's tensor, [BATCH->size, ...], valid
+ * until the next call); LK_EKIND when the plugin has none. */
+LK_API int lk_run_load_params(lk_run *run, const char *ckpt);
+LK_API int lk_run_predict(lk_run *run, const lk_batch *batch, lk_tensor *out);
+
 /* "trained N steps (E epochs) in T s; last loss L; run directory D". */
 LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);
 

@@ -15,6 +15,7 @@ int cli_inspect(int argc, char **argv);
 int cli_dump(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_gradcheck(int argc, char **argv);
+int cli_generate(int argc, char **argv);
 int cli_new(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 

@@ -33,6 +33,26 @@ static const cli_option gradcheck_options[] = {
      "report only)."},
     {NULL, NULL, NULL}};
 
+static const cli_option generate_options[] = {
+    {"--ckpt", "CKPT",
+     "The checkpoint whose parameters the model takes (required): it must "
+     "hold exactly the parameters the config's model has."},
+    {"--prompt", "TEXT",
+     "The context to continue, as bytes (default: a newline); printed "
+     "first."},
+    {"--tokens", "N", "Generate N tokens (default 500)."},
+    {"--temperature", "T",
+     "Divide the logits by T before sampling (default 0.8; 0: always the "
+     "most likely token)."},
+    {"--top-k", "K",
+     "Sample among the K most likely tokens only (default 200; 0: all)."},
+    {"--seed", "S",
+     "Seed of the sampling generator (default 1337): the same seed gives "
+     "the same text."},
+    {"--set", "SECTION.KEY=VALUE",
+     "Override one key of the config (loop.threads, say)."},
+    {NULL, NULL, NULL}};
+
 static const cli_option plot_options[] = {
     {"-o", "FILE",
      "Write FILE instead of RUN_DIR/curves.png; .png or .svg by its "
@@ -81,6 +101,18 @@ const cli_command cli_commands[] = {
      "Compare the backward plugin's gradients with central differences of "
      "the step's loss and print each parameter's largest relative error.",
      gradcheck_options},
+    {"generate", "CONFIG.ini", "text sampled from a trained language model",
+     "Create the config's plugins (no run directory), load the parameters "
+     "of checkpoint CKPT, and print the prompt followed by tokens sampled "
+     "one at a time from the step plugin's predict_step, as nanoGPT's "
+     "sample.py does: the context is the prompt and the tokens so far "
+     "(the model crops it to its block size), the logits are divided by "
+     "the temperature, all but the top K dropped, and the next token drawn "
+     "from their softmax with a generator seeded with S. Tokens are bytes "
+     "(the text plugin's). Exit status 2 when nothing could be generated: "
+     "a bad argument or config, a checkpoint that does not hold the "
+     "model's parameters, a step plugin without predict_step.",
+     generate_options},
     {"plot", "RUN_DIR", "training curves from metrics.csv",
      "Draw the training loss per step (with a smoothed line), validation "
      "loss and accuracy per epoch and the learning rate from "

@@ -39,20 +39,129 @@ static int check(int B, int T, int C, int NH) {
   return 0;
 }
 
-/* Row a [0, T) of S: softmax over [0, n), zeros after (torch's
- * _vec_softmax_lastdim: exp(x - max), then times 1 / sum). */
-static void softmax_row(const nn_kernels *k, float *a, int n, int T) {
-  float m = a[0];
-  for (int s = 1; s < n; s++)
-    m = a[s] > m ? a[s] : m;
-  k->exp_shift(a, a, m, (size_t)n);
-  float sum = 0;
+/* Rows [T0, T1) of S (row t at ATT + t T, its first t + 1 values kept):
+ * the softmax of each over [0, t], zeros after (torch's
+ * _vec_softmax_lastdim: exp(x - max), then times 1 / sum; the row's max
+ * and sum in its own order, as one row at a time would give them), in
+ * three passes over the block: each
+ * row minus its max (-inf past the diagonal, whose exp is 0), one exp of
+ * the whole block (one call instead of one a row: a value's exp does not
+ * depend on where it sits, vmath.h), and the sums. A row's max and sum
+ * are chains of dependent operations, the adder waiting on itself: four
+ * rows side by side (four named variables, which an array indexed in a
+ * loop would not be kept in registers) keep it busy, each row still in its
+ * own order. */
+#define MAX(m, v) ((v) > (m) ? (v) : (m))
+
+static void shift_row(float *a, int n, int T, float m) {
   for (int s = 0; s < n; s++)
-    sum += a[s];
-  float inv = 1 / sum;
-  for (int s = 0; s < n; s++)
-    a[s] *= inv;
-  memset(a + n, 0, (size_t)(T - n) * sizeof *a);
+    a[s] = a[s] - m;
+  for (int s = n; s < T; s++)
+    a[s] = -INFINITY;
+}
+
+static void softmax_rows(const nn_kernels *k, float *att, int t0, int t1,
+                         int T) {
+  int t = t0;
+  for (; t + 4 <= t1; t += 4) {
+    float *a0 = att + (size_t)t * T, *a1 = a0 + T, *a2 = a1 + T, *a3 = a2 + T;
+    int n = t + 1; /* a0's length; a1 is one longer, ... */
+    float m0 = a0[0], m1 = a1[0], m2 = a2[0], m3 = a3[0];
+    for (int s = 1; s < n; s++) {
+      m0 = MAX(m0, a0[s]);
+      m1 = MAX(m1, a1[s]);
+      m2 = MAX(m2, a2[s]);
+      m3 = MAX(m3, a3[s]);
+    }
+    m1 = MAX(m1, a1[n]);
+    m2 = MAX(MAX(m2, a2[n]), a2[n + 1]);
+    m3 = MAX(MAX(MAX(m3, a3[n]), a3[n + 1]), a3[n + 2]);
+    shift_row(a0, n, T, m0);
+    shift_row(a1, n + 1, T, m1);
+    shift_row(a2, n + 2, T, m2);
+    shift_row(a3, n + 3, T, m3);
+  }
+  for (; t < t1; t++) {
+    float *a = att + (size_t)t * T, m = a[0];
+    for (int s = 1; s <= t; s++)
+      m = MAX(m, a[s]);
+    shift_row(a, t + 1, T, m);
+  }
+  float *block = att + (size_t)t0 * T;
+  k->exp_shift(block, block, 0, (size_t)(t1 - t0) * (size_t)T);
+  for (t = t0; t + 4 <= t1; t += 4) {
+    float *a0 = att + (size_t)t * T, *a1 = a0 + T, *a2 = a1 + T, *a3 = a2 + T;
+    int n = t + 1;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int s = 0; s < n; s++) {
+      s0 += a0[s];
+      s1 += a1[s];
+      s2 += a2[s];
+      s3 += a3[s];
+    }
+    s1 += a1[n];
+    s2 = s2 + a2[n] + a2[n + 1];
+    s3 = s3 + a3[n] + a3[n + 1] + a3[n + 2];
+    float inv[4] = {1 / s0, 1 / s1, 1 / s2, 1 / s3};
+    for (int i = 0; i < 4; i++) /* the zeros past the diagonal stay */
+      for (int s = 0; s < T; s++)
+        a0[(size_t)i * T + s] *= inv[i];
+  }
+  for (; t < t1; t++) {
+    float *a = att + (size_t)t * T, sum = 0;
+    for (int s = 0; s <= t; s++)
+      sum += a[s];
+    float inv = 1 / sum;
+    for (int s = 0; s < T; s++)
+      a[s] *= inv;
+  }
+}
+
+/* dS = P (dP - rowsum(P dP)) for rows [T0, T1) of a block whose rows are
+ * R wide (DS: dP in, dS out, row t at DS + (t - T0) R; P's row t at
+ * ATT + t T), zeros past the diagonal; the row sums four rows side by
+ * side, each in its own order (as softmax_rows). */
+static void softmax_grad_rows(const float *att, float *ds, int t0, int t1,
+                              int R, int T) {
+  int t = t0;
+  for (; t + 4 <= t1; t += 4) {
+    const float *p0 = att + (size_t)t * T, *p1 = p0 + T, *p2 = p1 + T,
+                *p3 = p2 + T;
+    float *d0 = ds + (size_t)(t - t0) * R, *d1 = d0 + R, *d2 = d1 + R,
+          *d3 = d2 + R;
+    int n = t + 1;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int s = 0; s < n; s++) {
+      s0 += p0[s] * d0[s];
+      s1 += p1[s] * d1[s];
+      s2 += p2[s] * d2[s];
+      s3 += p3[s] * d3[s];
+    }
+    s1 += p1[n] * d1[n];
+    s2 += p2[n] * d2[n];
+    s2 += p2[n + 1] * d2[n + 1];
+    s3 += p3[n] * d3[n];
+    s3 += p3[n + 1] * d3[n + 1];
+    s3 += p3[n + 2] * d3[n + 2];
+    const float *p[4] = {p0, p1, p2, p3};
+    float *d[4] = {d0, d1, d2, d3}, dot[4] = {s0, s1, s2, s3};
+    for (int i = 0; i < 4; i++) {
+      for (int s = 0; s < n + i; s++)
+        d[i][s] = p[i][s] * (d[i][s] - dot[i]);
+      for (int s = n + i; s < R; s++)
+        d[i][s] = 0;
+    }
+  }
+  for (; t < t1; t++) {
+    const float *pt = att + (size_t)t * T;
+    float *d = ds + (size_t)(t - t0) * R, dot = 0;
+    for (int s = 0; s <= t; s++)
+      dot += pt[s] * d[s];
+    for (int s = 0; s <= t; s++)
+      d[s] = pt[s] * (d[s] - dot);
+    for (int s = t + 1; s < R; s++)
+      d[s] = 0;
+  }
 }
 
 static void forward_task(void *ctx, int task, int thread) {
@@ -68,8 +177,7 @@ static void forward_task(void *ctx, int task, int thread) {
     float *a = att + (size_t)r0 * T;
     nn__gemm1(j->nn, false, true, rows, r1, j->hs, j->scale,
               q + (size_t)r0 * C3, C3, k, C3, 0, a, T);
-    for (int t = r0; t < r1; t++)
-      softmax_row(j->nn->k, att + (size_t)t * T, t + 1, T);
+    softmax_rows(j->nn->k, att, r0, r1, T);
     nn__gemm1(j->nn, false, false, rows, j->hs, r1, 1, a, T, v, C3, 0,
               out + (size_t)r0 * j->C, j->C);
   }
@@ -112,16 +220,7 @@ static void backward_task(void *ctx, int task, int thread) {
               C3);
     nn__gemm1(j->nn, false, true, rows, r1, j->hs, 1, dy, j->C, v, C3, 0, ds,
               r1);
-    for (int t = r0; t < r1; t++) {
-      const float *pt = att + (size_t)t * T;
-      float *d = ds + (size_t)(t - r0) * r1, dot = 0;
-      for (int s = 0; s <= t; s++)
-        dot += pt[s] * d[s];
-      for (int s = 0; s <= t; s++)
-        d[s] = pt[s] * (d[s] - dot);
-      for (int s = t + 1; s < r1; s++)
-        d[s] = 0;
-    }
+    softmax_grad_rows(att, ds, r0, r1, r1, T);
     nn__gemm1(j->nn, false, false, rows, j->hs, r1, j->scale, ds, r1, k, C3, 1,
               dq + (size_t)r0 * C3, C3);
     nn__gemm1(j->nn, true, false, r1, j->hs, rows, j->scale, ds, r1,

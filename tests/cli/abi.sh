@@ -121,4 +121,17 @@ expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.4' \
   "a newer minor is refused, both versions named" -- inspect "$LK_BROKEN_DIR/newminor.so"
 expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.4' \
   "another major is refused, both versions named" -- inspect "$LK_BROKEN_DIR/badabi.so"
+# predict_step came with 1.4: a 1.2 step plugin's ops end before it, and
+# what follows its table in memory is never taken for one.
+config predict12 <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = $A/probe_v12.so
+optimizer = sgd
+INI
+"$LOOPKIT" train "$T/predict12.ini" --out "$T/p12" --quiet >/dev/null 2>&1
+expect 2 'plugin probe \(the step\) has no predict_step \(ABI 1.4\)' \
+  "generate: a 1.2 step plugin has no predict_step" \
+  -- generate "$T/predict12.ini" --ckpt "$T/p12/checkpoints/last.ckpt"
 finish

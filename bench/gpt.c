@@ -1,0 +1,558 @@
+/* bench/gpt: the gpt plugin against torch, training nanoGPT's baby GPT the
+ * same way, in tokens per second.
+ *
+ *   4 layers, 4 heads, n_embd 128, block 64, byte vocabulary 256, the head
+ *   tied to the token embedding; batches of 12 windows of 65 bytes of the
+ *   Jargon File (the text plugin's); AdamW lr 1e-3, betas 0.9,0.99
+ *
+ * Both start from the same parameters, a safetensors file this program
+ * writes (nanoGPT's init from a fixed seed, with nanoGPT's state_dict
+ * names, lm_head.weight included as torch saves it: the plugin's init
+ * ignores it, the head being transformer.wte), and train on the same
+ * batches: the text plugin draws each window's start from the run's
+ * generator, and this program draws the same ones with the same generator
+ * (lk_rng, seeded as the run's) for bench/gpt_torch.py. At 1 and 2
+ * threads ([loop] threads; torch.set_num_threads, OPENBLAS_NUM_THREADS
+ * and OMP_NUM_THREADS):
+ *
+ * - loopkit: two fresh runs (lk_run_new, lk_run_train) of W and S = 2W
+ *   steps; the difference of their lk_run_train times is what steps W to
+ *   S - 1 cost, the data plugin's copies, the closure, the optimizer and
+ *   metrics.csv included (each run's one checkpoint cancels out).
+ * - torch: bench/gpt_torch.py, a subprocess, times the same steps of the
+ *   usual zero_grad / forward / loss / backward / step loop.
+ *
+ * Tokens per second are the median of --reps repetitions (the ratio is of
+ * the medians), by the clock and per CPU-second of every thread (steadier
+ * on a loaded machine). The losses of the first 20 steps must agree to
+ * 1e-4, relative. GFLOP/s count nanoGPT's estimate_mfu FLOPs per token,
+ * 6 N + 12 L C T (N the parameters but wpe's), against the peak this
+ * program measures: a 1536^3 lk_nn_sgemm per thread count. Peak memory is
+ * each side's getrusage maxrss (this process before the peak is measured;
+ * torch's subprocess).
+ *
+ * OpenBLAS 0.3.21 runs its Haswell kernels on this machine's AMD CPU
+ * unless OPENBLAS_CORETYPE says otherwise (src/nn/gemm.c; this machine's
+ * environment even says Haswell); this program sets
+ * OPENBLAS_CORETYPE=SKYLAKEX where the CPU has AVX-512, for itself and for
+ * torch's subprocess (whose products are OpenBLAS's too): both sides run
+ * the same kernels.
+ *
+ * Goals (issue 14): loopkit >= 1.5x torch at 1 thread, >= 2x at 2.
+ *
+ * Run from the build tree:
+ *   LOOPKIT_PLUGIN_PATH=$PWD/plugins/.libs bench/gpt [--reps R] [--steps W]
+ *     [--text FILE] [--srcdir DIR] [--python PATH]
+ * SRCDIR (default: LK_SRCDIR) is where bench/gpt_torch.py is. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mkdtemp, nftw, popen, setenv */
+#endif
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <loopkit/loopkit.h>
+#include <loopkit/nn.h>
+
+#define MAX_REPS 32
+#define REPORT 20 /* steps whose losses are compared */
+#define LOSS_TOLERANCE 1e-4
+#define L 4
+#define NH 4
+#define C 128
+#define T 64
+#define V 256
+#define B 12
+#define SEED 1337
+#define LR "1e-3"
+#define BETAS "0.9,0.99"
+
+static struct {
+  int reps;
+  size_t steps;
+  const char *text, *srcdir, *python;
+} opt = {3, 30, "/usr/share/doc/jargon-text/jargon.txt.gz", ".",
+         "/usr/bin/python3"};
+
+static char tmp_root[] = "/tmp/loopkit-bench-gpt-XXXXXX";
+static char init_path[sizeof tmp_root + 32], pos_path[sizeof tmp_root + 32];
+static int run_counter;
+
+/* CPU seconds of this process, every thread's. */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+                        struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void cleanup(void) {
+  nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void die(const char *what, const char *why) {
+  fprintf(stderr, "bench/gpt: %s: %s\n", what, why);
+  cleanup();
+  exit(1);
+}
+
+/* ---- the parameters ------------------------------------------------------ */
+
+/* nanoGPT's state_dict, in its order: name, shape, the init's std (0:
+ * zeros, < 0: ones). lm_head.weight last, as an alias of wte in torch's
+ * file; here a copy of it. */
+typedef struct param {
+  char name[64];
+  size_t d0, d1; /* d1 = 0: a vector */
+  double std;
+} param;
+
+static size_t list_params(param *p) {
+  size_t n = 0;
+  double proj = 0.02 / sqrt(2.0 * L);
+#define P(nm, a, b, s)                                                         \
+  (snprintf(p[n].name, 64, "%s", nm), p[n].d0 = a, p[n].d1 = b, p[n++].std = s)
+  char q[64];
+  P("transformer.wte.weight", V, C, 0.02);
+  P("transformer.wpe.weight", T, C, 0.02);
+  for (int l = 0; l < L; l++) {
+    const char *f[] = {
+        "ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
+        "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+        "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+        "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    size_t d0[] = {C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C};
+    size_t d1[] = {0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0};
+    double s[] = {-1, 0, 0.02, 0, proj, 0, -1, 0, 0.02, 0, proj, 0};
+    for (int k = 0; k < 12; k++) {
+      snprintf(q, sizeof q, "transformer.h.%d.%s", l, f[k]);
+      P(q, d0[k], d1[k], s[k]);
+    }
+  }
+  P("transformer.ln_f.weight", C, 0, -1);
+  P("transformer.ln_f.bias", C, 0, 0);
+  P("lm_head.weight", V, C, 0.02);
+#undef P
+  return n;
+}
+
+static void put_le(FILE *f, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++)
+    fputc((int)(v >> (8 * i)) & 0xff, f);
+}
+
+/* The init, as a safetensors file: an 8-byte header length, the JSON
+ * header (name: dtype, shape, data_offsets), the little-endian f32 data. */
+static size_t write_init(const char *path) {
+  param p[5 + 12 * L]; /* wte, wpe, the blocks, ln_f, lm_head */
+  size_t n = list_params(p), off = 0, total = 0;
+  char *head = malloc(16384);
+  if (!head)
+    die(path, "out of memory");
+  size_t h = (size_t)snprintf(head, 16384, "{");
+  for (size_t i = 0; i < n; i++) {
+    size_t count = p[i].d0 * (p[i].d1 ? p[i].d1 : 1);
+    char shape[48];
+    if (p[i].d1)
+      snprintf(shape, sizeof shape, "%zu,%zu", p[i].d0, p[i].d1);
+    else
+      snprintf(shape, sizeof shape, "%zu", p[i].d0);
+    h += (size_t)snprintf(head + h, 16384 - h,
+                          "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],"
+                          "\"data_offsets\":[%zu,%zu]}",
+                          i ? "," : "", p[i].name, shape, off, off + 4 * count);
+    off += 4 * count;
+    total += count;
+  }
+  h += (size_t)snprintf(head + h, 16384 - h, "}");
+  while (h % 8)
+    head[h++] = ' ';
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    die(path, "cannot create");
+  put_le(f, h, 8);
+  fwrite(head, 1, h, f);
+  free(head);
+  lk_rng rng;
+  lk_rng_seed(&rng, 20261202, 0);
+  float *wte = malloc((size_t)V * C * sizeof *wte);
+  if (!wte)
+    die(path, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    size_t count = p[i].d0 * (p[i].d1 ? p[i].d1 : 1);
+    for (size_t k = 0; k < count; k++) {
+      float v = p[i].std > 0   ? (float)(p[i].std * lk_rng_normal(&rng))
+                : p[i].std < 0 ? 1.0f
+                               : 0.0f;
+      if (i == 0)
+        wte[k] = v;
+      if (i + 1 == n)
+        v = wte[k]; /* lm_head.weight is wte */
+      uint32_t u;
+      memcpy(&u, &v, sizeof u);
+      put_le(f, u, 4);
+    }
+  }
+  free(wte);
+  if (ferror(f) | fclose(f))
+    die(path, "write error");
+  return total - (size_t)V * C - (size_t)T * C; /* N: not lm_head nor wpe */
+}
+
+/* ---- the batches --------------------------------------------------------- */
+
+/* The text plugin's window starts for S steps: the run's generator (seeded
+ * from [loop] seed, stream 0, as the host seeds it; nothing else draws
+ * from it in these runs) modulo the positions a window may take. */
+static void write_positions(const char *path, size_t steps) {
+  gzFile g = gzopen(opt.text, "rb");
+  if (!g)
+    die(opt.text, "cannot open");
+  unsigned char buf[1 << 16];
+  size_t len = 0;
+  int got;
+  while ((got = gzread(g, buf, sizeof buf)) > 0)
+    len += (size_t)got;
+  gzclose(g);
+  if (len < T + 2)
+    die(opt.text, "too short");
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    die(path, "cannot create");
+  lk_rng rng;
+  lk_rng_seed(&rng, SEED, 0);
+  for (size_t i = 0; i < steps * B; i++)
+    put_le(f, lk_rng_u64(&rng) % (len - T), 4);
+  if (ferror(f) | fclose(f))
+    die(path, "write error");
+}
+
+/* ---- loopkit ------------------------------------------------------------- */
+
+/* The loss column of metrics.csv's step rows: LOSSES[0..n). */
+static size_t read_losses(const char *dir, double *losses, size_t n) {
+  char path[512], line[4096];
+  snprintf(path, sizeof path, "%s/metrics.csv", dir);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    die(path, "cannot open");
+  size_t got = 0;
+  while (got < n && fgets(line, sizeof line, f)) {
+    char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c2 || c2[1] == ',' || c2[1] == '\n' || strncmp(line, "step,", 5) == 0)
+      continue;
+    losses[got++] = strtod(c2 + 1, NULL);
+  }
+  fclose(f);
+  return got;
+}
+
+/* Trains STEPS steps on THREADS threads in a fresh run: the seconds
+ * lk_run_train took (*CPU its CPU seconds); the first losses into LOSSES. */
+static double loopkit_run(size_t steps, int threads, double *losses,
+                          double *cpu) {
+  char text[2048], dir[sizeof tmp_root + 32];
+  snprintf(text, sizeof text,
+           "[loop]\nmax_steps = %zu\nthreads = %d\nseed = %d\n"
+           "[plugins]\nstep = gpt\ndata = text\noptimizer = adamw\n"
+           "[gpt]\nn_layer = %d\nn_head = %d\nn_embd = %d\nblock_size = %d\n"
+           "vocab_size = %d\ninit = %s\n"
+           "[text]\npath = %s\nblock_size = %d\nbatch_size = %d\n"
+           "val_split = 0\nbatches_per_epoch = %zu\n"
+           "[adamw]\nlr = " LR "\nbetas = " BETAS "\n",
+           steps, threads, SEED, L, NH, C, T, V, init_path, opt.text, T, B,
+           steps + 1);
+  snprintf(dir, sizeof dir, "%s/run-%d", tmp_root, run_counter++);
+  lk_config *cfg;
+  lk_run *run = NULL;
+  lk_run_options ro = {.out_dir = dir};
+  if (lk_config_parse("bench-gpt.ini", text, &cfg) != 0)
+    die("config", lk_last_error());
+  if (lk_run_new(cfg, &ro, &run) != 0)
+    die("lk_run_new", lk_last_error());
+  lk_config_free(cfg);
+  double t0 = now_s(), c0 = cpu_s();
+  if (lk_run_train(run) != 0)
+    die("lk_run_train", lk_last_error());
+  double t = now_s() - t0;
+  *cpu = cpu_s() - c0;
+  lk_run_free(run);
+  if (losses && read_losses(dir, losses, REPORT) != REPORT)
+    die(dir, "metrics.csv has fewer step rows than compared");
+  nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  return t;
+}
+
+/* ---- torch --------------------------------------------------------------- */
+
+static void quote(char *out, size_t len, const char *s) {
+  size_t n = 0;
+  out[n++] = '\'';
+  for (; *s && n + 5 < len; s++) {
+    if (*s == '\'') {
+      memcpy(out + n, "'\\''", 4);
+      n += 4;
+    } else {
+      out[n++] = *s;
+    }
+  }
+  out[n++] = '\'';
+  out[n] = '\0';
+}
+
+/* Torch's tokens per second (by the clock, per CPU-second) over steps W to
+ * S - 1, its peak RSS and its first losses; false if the script failed. */
+static bool torch_run(size_t w, size_t s, int threads, double *tps, double *cps,
+                      long *rss, double *losses) {
+  char path[1024], script[1100], py[1100], init[1100], text[1100], pos[1100],
+      cmd[8192];
+  snprintf(path, sizeof path, "%s/bench/gpt_torch.py", opt.srcdir);
+  quote(script, sizeof script, path);
+  quote(py, sizeof py, opt.python);
+  quote(init, sizeof init, init_path);
+  quote(text, sizeof text, opt.text);
+  quote(pos, sizeof pos, pos_path);
+  snprintf(cmd, sizeof cmd,
+           "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %s --init %s "
+           "--text %s --positions %s --steps %zu --warmup %zu --threads %d "
+           "--batch %d --block %d --n-layer %d --n-head %d --n-embd %d "
+           "--lr " LR " --betas " BETAS " --report %d",
+           threads, threads, py, script, init, text, pos, s, w, threads, B, T,
+           L, NH, C, REPORT);
+  FILE *p = popen(cmd, "r");
+  if (!p)
+    return false;
+  double secs;
+  long timed;
+  char list[4096];
+  int got = fscanf(p,
+                   "tokens_per_second %lf cpu_tokens_per_second %lf seconds "
+                   "%lf timed_steps %ld maxrss_kb %ld losses %4095s",
+                   tps, cps, &secs, &timed, rss, list);
+  int status = pclose(p);
+  if (status != 0 || got != 6)
+    return false;
+  char *c = list;
+  for (int i = 0; i < REPORT; i++) {
+    losses[i] = strtod(c, &c);
+    if (*c == ',')
+      c++;
+  }
+  return true;
+}
+
+/* ---- the machine's peak -------------------------------------------------- */
+
+/* GFLOP/s of a 1536^3 sgemm through lk_nn_sgemm on THREADS threads, the
+ * best of 3 after a warm-up. */
+static double sgemm_peak(int threads) {
+  const int n = 1536;
+  lk_nn *nn;
+  if (lk_nn_create(&nn, threads, 0) != 0)
+    die("lk_nn_create", lk_last_error());
+  size_t count = (size_t)n * n;
+  float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b),
+        *c = malloc(count * sizeof *c);
+  if (!a || !b || !c)
+    die("peak", "out of memory");
+  for (size_t i = 0; i < count; i++)
+    a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
+  double best = 0;
+  for (int r = 0; r < 4; r++) {
+    double t0 = now_s();
+    lk_nn_sgemm(nn, false, false, n, n, n, 1, a, n, b, n, 0, c, n);
+    double g = 2.0 * n * n * n / (now_s() - t0) / 1e9;
+    if (r > 0 && g > best)
+      best = g;
+  }
+  free(a), free(b), free(c);
+  lk_nn_free(nn);
+  return best;
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: bench/gpt [--reps R] [--steps W] [--text FILE] "
+                  "[--srcdir DIR] [--python PATH]\n");
+  exit(2);
+}
+
+static void parse_args(int argc, char **argv) {
+#ifdef LK_SRCDIR
+  opt.srcdir = LK_SRCDIR;
+#else
+  if (getenv("LK_SRCDIR"))
+    opt.srcdir = getenv("LK_SRCDIR");
+#endif
+  for (int i = 1; i < argc; i += 2) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v)
+      usage();
+    if (strcmp(a, "--reps") == 0)
+      opt.reps = atoi(v);
+    else if (strcmp(a, "--steps") == 0)
+      opt.steps = (size_t)atol(v);
+    else if (strcmp(a, "--text") == 0)
+      opt.text = v;
+    else if (strcmp(a, "--srcdir") == 0)
+      opt.srcdir = v;
+    else if (strcmp(a, "--python") == 0)
+      opt.python = v;
+    else
+      usage();
+  }
+  if (opt.reps < 1 || opt.reps > MAX_REPS || opt.steps < REPORT)
+    usage();
+}
+
+/* OpenBLAS's AVX-512 kernels wherever the CPU has AVX-512, whatever the
+ * environment said (this machine's says Haswell): OpenBLAS reads it when
+ * it is loaded (the kit loads it at its first context, torch at its
+ * start), so before either. *WAS gets the environment's value. */
+static void coretype(const char **was) {
+  *was = getenv("OPENBLAS_CORETYPE");
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static char before[64];
+  if (*was)
+    snprintf(before, sizeof before, "%s", *was), *was = before;
+  if (__builtin_cpu_supports("avx512f"))
+    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
+#endif
+}
+
+int main(int argc, char **argv) {
+  parse_args(argc, argv);
+  const char *was;
+  coretype(&was);
+  if (!mkdtemp(tmp_root)) {
+    perror("bench/gpt: mkdtemp");
+    return 1;
+  }
+  snprintf(init_path, sizeof init_path, "%s/init.safetensors", tmp_root);
+  snprintf(pos_path, sizeof pos_path, "%s/positions.u32", tmp_root);
+  double n_params = (double)write_init(init_path);
+  write_positions(pos_path, 2 * opt.steps);
+
+  char check[1200], py[1100];
+  quote(py, sizeof py, opt.python);
+  snprintf(check, sizeof check, "%s -c 'import torch' >/dev/null 2>&1", py);
+  bool have_torch = system(check) == 0;
+  const char *core = getenv("OPENBLAS_CORETYPE");
+  double flops = 6 * n_params + 12.0 * L * C * T; /* per token */
+  {
+    lk_nn *nn;
+    if (lk_nn_create(&nn, 1, 0) != 0)
+      die("lk_nn_create", lk_last_error());
+    printf("baby GPT: %d layers, %d heads, n_embd %d, block %d, vocab %d; "
+           "batch %d x %d tokens; AdamW lr " LR " betas " BETAS
+           "\n%s; median of %d; W = %zu, S = %zu steps\nproducts: %s "
+           "(OPENBLAS_CORETYPE %s; the environment's: %s), kit vectors "
+           "%s\n\n",
+           L, NH, C, T, V, B, T, opt.text, opt.reps, opt.steps, 2 * opt.steps,
+           lk_nn_backend(nn), core ? core : "unset: OpenBLAS's own choice",
+           was ? was : "unset", lk_nn_isa(nn));
+    lk_nn_free(nn);
+  }
+  printf("%7s %11s %11s %7s %5s %9s %10s %7s %10s\n", "threads", "loopkit t/s",
+         "torch t/s", "ratio", "goal", "lk GF/s", "torch GF/s", "peak",
+         "loss diff");
+  fflush(stdout);
+  double goals[2] = {1.5, 2.0};
+  bool all_goals = true, all_agree = true;
+  for (int t = 1; t <= 2; t++) {
+    size_t w = opt.steps, s = 2 * w;
+    double mine[MAX_REPS], theirs[MAX_REPS], lk_loss[REPORT],
+        t_loss[REPORT] = {0}, mine_cpu[MAX_REPS], theirs_cpu[MAX_REPS];
+    long t_rss = 0;
+    int n_theirs = 0;
+    for (int r = 0; r < opt.reps; r++) {
+      double cw, cs;
+      double tw = loopkit_run(w, t, NULL, &cw);
+      double ts = loopkit_run(s, t, lk_loss, &cs);
+      mine[r] = (double)((s - w) * B * T) / (ts - tw);
+      mine_cpu[r] = (double)((s - w) * B * T) / (cs - cw);
+      long rss;
+      if (have_torch && torch_run(w, s, t, &theirs[n_theirs],
+                                  &theirs_cpu[n_theirs], &rss, t_loss)) {
+        n_theirs++;
+        t_rss = rss > t_rss ? rss : t_rss;
+      }
+    }
+    double m = median(mine, opt.reps), mc = median(mine_cpu, opt.reps);
+    double worst = 0;
+    for (int i = 0; i < REPORT; i++) {
+      double d = fabs(lk_loss[i] - t_loss[i]) / fabs(t_loss[i]);
+      worst = isnan(d) || d > worst ? d : worst;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    long lk_rss = ru.ru_maxrss;
+    double peak = sgemm_peak(t);
+    if (n_theirs == 0) {
+      printf("%7d %11.0f %11s %7s %4.1fx %9.1f %10s %7.1f\n", t, m,
+             have_torch ? "failed" : "no torch", "", goals[t - 1],
+             m * flops / 1e9, "", peak);
+      all_goals = all_agree = false;
+      continue;
+    }
+    double th = median(theirs, n_theirs), ratio = m / th;
+    double thc = median(theirs_cpu, n_theirs);
+    bool agree = worst <= LOSS_TOLERANCE;
+    all_goals &= ratio >= goals[t - 1];
+    all_agree &= agree;
+    printf("%7d %11.0f %11.0f %6.2fx %4.1fx %9.1f %10.1f %7.1f %10.2e %s%s\n",
+           t, m, th, ratio, goals[t - 1], m * flops / 1e9, th * flops / 1e9,
+           peak, worst, agree ? "PASS" : "FAIL",
+           ratio >= goals[t - 1] ? "" : " (slow)");
+    printf("%7s per CPU-second (every thread's): loopkit %.0f, torch %.0f "
+           "tokens, %.2fx\n",
+           "", mc, thc, mc / thc);
+    printf("%7s loopkit %.0f%% of the peak, torch %.0f%%; peak RSS loopkit "
+           "%ld MiB, torch %ld MiB\n",
+           "", 100 * m * flops / 1e9 / peak, 100 * th * flops / 1e9 / peak,
+           lk_rss / 1024, t_rss / 1024);
+    fflush(stdout);
+  }
+  printf("\n%.2f MFLOP per token (nanoGPT's 6 N + 12 L C T, N = %.0f)\n",
+         flops / 1e6, n_params);
+  if (!have_torch) {
+    printf("torch skipped: %s cannot import torch\n", opt.python);
+    cleanup();
+    return 0;
+  }
+  printf("losses of the first %d steps agree to %g relative: %s\n"
+         "speed goals: %s\n",
+         REPORT, LOSS_TOLERANCE, all_agree ? "PASS" : "FAIL",
+         all_goals ? "met" : "NOT met");
+  cleanup();
+  return all_agree ? 0 : 1;
+}
