@@ -10,7 +10,8 @@
  * (torch's distributions, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), from a
  * fixed seed, named as nn.Sequential names them: 0.weight, 0.bias, ...)
  * that the plugin (option init) and bench/cnn_torch.py both read. At 1
- * and at 2 threads ([loop] threads, torch.set_num_threads):
+ * and at 2 threads ([loop] threads; torch.set_num_threads and
+ * OMP_NUM_THREADS, with OPENBLAS_NUM_THREADS=1 as bench/gpt.c says why):
  *
  * - loopkit: two fresh runs (lk_run_new, lk_run_train) of W and S = 2W
  *   steps; the difference of their lk_run_train times is what steps W to
@@ -312,9 +313,10 @@ static bool torch_run(size_t w, size_t s, int threads, double *sps, double *cps,
   quote(init, sizeof init, init_path);
   quote(data, sizeof data, opt.data);
   snprintf(cmd, sizeof cmd,
-           "%s %s --init %s --batch %d --steps %zu --warmup %zu --data %s "
+           "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
+           "--batch %d --steps %zu --warmup %zu --data %s "
            "--threads %d --lr " LR " --report %d",
-           py, script, init, BATCH, s, w, data, threads, REPORT);
+           threads, py, script, init, BATCH, s, w, data, threads, REPORT);
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;

@@ -12,8 +12,10 @@
  * batches: the text plugin draws each window's start from the run's
  * generator, and this program draws the same ones with the same generator
  * (lk_rng, seeded as the run's) for bench/gpt_torch.py. At 1 and 2
- * threads ([loop] threads; torch.set_num_threads, OPENBLAS_NUM_THREADS
- * and OMP_NUM_THREADS):
+ * threads ([loop] threads; torch.set_num_threads and OMP_NUM_THREADS, with
+ * OPENBLAS_NUM_THREADS=1: Debian's torch runs its own OpenMP threads, and
+ * an OpenBLAS pool of two beside them on two cores made torch's products
+ * wait, 6.5k tokens/s at 2 threads against 15.6k with this setting):
  *
  * - loopkit: two fresh runs (lk_run_new, lk_run_train) of W and S = 2W
  *   steps; the difference of their lk_run_train times is what steps W to
@@ -343,12 +345,12 @@ static bool torch_run(size_t w, size_t s, int threads, double *tps, double *cps,
   quote(text, sizeof text, opt.text);
   quote(pos, sizeof pos, pos_path);
   snprintf(cmd, sizeof cmd,
-           "OPENBLAS_NUM_THREADS=%d OMP_NUM_THREADS=%d %s %s --init %s "
+           "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
            "--text %s --positions %s --steps %zu --warmup %zu --threads %d "
            "--batch %d --block %d --n-layer %d --n-head %d --n-embd %d "
            "--lr " LR " --betas " BETAS " --report %d",
-           threads, threads, py, script, init, text, pos, s, w, threads, B, T,
-           L, NH, C, REPORT);
+           threads, py, script, init, text, pos, s, w, threads, B, T, L, NH, C,
+           REPORT);
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
