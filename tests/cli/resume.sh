@@ -302,7 +302,8 @@ INI
 "$LOOPKIT" train "$T/slow.ini" --out "$T/busy" --quiet >"$T/busy.out" 2>&1 &
 pid=$!
 i=0
-while [ $i -lt 400 ] && [ "$(cat "$T/busy/metrics.csv" 2>/dev/null | wc -l)" -lt 3 ]; do
+# until its first checkpoint (step 5), which the resume below names
+while [ $i -lt 1200 ] && [ ! -e "$T/busy/checkpoints/last.ckpt" ]; do
   sleep 0.05
   i=$((i + 1))
 done
