@@ -125,14 +125,35 @@ FMA_CLONES static void adam_update_f64(const adam *s, const adam_scalars *c,
   }
 }
 
+/* The f32 update's common cases (no amsgrad, no maximize) are loops with
+ * no branch inside, which the compiler vectorizes (the plugins are built
+ * with the layer kit's vectorizer flags and -fno-math-errno, which lets
+ * sqrtf be one instruction): IEEE's sqrt, division and fma round the same
+ * in a vector lane as alone, so the iterates are the scalar loop's to the
+ * bit. On the baby GPT (0.8M parameters) the scalar loop was 6% of a
+ * step. */
 FMA_CLONES static void adam_update_f32(const adam *s, const adam_scalars *c,
-                                       float *p, const float *grad, float *m,
-                                       float *v, float *vmax, size_t numel) {
+                                       float *restrict p,
+                                       const float *restrict grad,
+                                       float *restrict m, float *restrict v,
+                                       float *restrict vmax, size_t numel) {
   float b1 = (float)s->beta1, b2 = (float)s->beta2;
   float k1 = (float)(1 - s->beta1), k2 = (float)(1 - s->beta2);
   float wd = (float)s->weight_decay, eps = (float)s->eps;
   float neg_step = (float)-c->step_size, bc2_sqrt = (float)c->bc2_sqrt;
   float shrink = (float)(1 - c->lr * s->weight_decay);
+  if (!s->amsgrad && !s->maximize && (s->decoupled || s->weight_decay == 0)) {
+    if (!s->decoupled)
+      shrink = 1; /* p * 1 is p; AdamW multiplies even by 1, as torch */
+    for (size_t k = 0; k < numel; k++) {
+      float g = grad[k], pk = p[k] * shrink;
+      float mk = fmaf(k1, g, m[k] * b1), vk = fmaf(k2 * g, g, v[k] * b2);
+      m[k] = mk;
+      v[k] = vk;
+      p[k] = pk + (neg_step * mk) / (sqrtf(vk) / bc2_sqrt + eps);
+    }
+    return;
+  }
   for (size_t k = 0; k < numel; k++) {
     float g = s->maximize ? -grad[k] : grad[k];
     if (s->decoupled)
