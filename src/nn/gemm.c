@@ -31,6 +31,7 @@
  * here; `env -u OPENBLAS_CORETYPE` (or OPENBLAS_CORETYPE=SKYLAKEX) gives
  * the fast kernels where the environment names slow ones, and
  * bench/nn_layers and bench/cnn print which kernels ran. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn_internal.h"
@@ -47,8 +48,38 @@
 static struct {
   __typeof__(&cblas_sgemm) sgemm;
   __typeof__(&openblas_set_num_threads) set_threads;
+  bool clears_c; /* beta = 0 overwrites C, NaN included (probed) */
 } blas;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+/* Does sgemm with beta = 0 write C without reading it? BLAS says C need
+ * not be set then, and OpenBLAS 0.3.21 does overwrite it, through its
+ * small-matrix kernels and through its beta kernel (sgemm_beta sets zeros);
+ * some versions multiplied C by 0 instead, so a NaN in C (a fresh
+ * activation buffer) stayed NaN. Where the product overwrites, clearing C
+ * first is a second pass over every forward activation for nothing: it was
+ * 2.3% of a baby-GPT step. The probe runs a square product of side N
+ * (4 takes the small kernels; PROBE_BIG the packed path) over a C of NaN
+ * and checks every element. */
+#define PROBE_BIG 160
+static bool blas_probe_clears(int n) {
+  size_t nn = (size_t)n * (size_t)n;
+  float *a = malloc(3 * nn * sizeof *a);
+  if (!a)
+    return false;
+  float *c = a + 2 * nn, nan = __builtin_nanf("");
+  for (size_t i = 0; i < 2 * nn; i++)
+    a[i] = 1;
+  for (size_t i = 0; i < nn; i++)
+    c[i] = nan;
+  blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n,
+             a + nn, n, 0, c, n);
+  bool ok = true;
+  for (size_t i = 0; i < nn && ok; i++)
+    ok = c[i] == (float)n;
+  free(a);
+  return ok;
+}
 
 static void blas_load(void) {
   void *h = dlopen(LK_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
@@ -60,6 +91,8 @@ static void blas_load(void) {
     return; /* the handle stays: the library is resident */
   memcpy(&blas.sgemm, &f, sizeof f);
   memcpy(&blas.set_threads, &t, sizeof t);
+  blas.set_threads(1);
+  blas.clears_c = blas_probe_clears(4) && blas_probe_clears(PROBE_BIG);
 }
 
 bool nn__blas_open(void) {
@@ -102,7 +135,7 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
   }
 #ifdef LK_HAVE_BLAS
   if (!nn->portable) {
-    if (beta == 0) /* some OpenBLAS versions scale C by 0: NaN would stay */
+    if (beta == 0 && !blas.clears_c) /* blas_probe_clears: NaN would stay */
       scale_c(m, n, 0, c, ldc);
     blas.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
