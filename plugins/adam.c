@@ -19,7 +19,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "Adam, as torch.optim.Adam",
     .options = options,
     .create = create,
-    .destroy = optim_destroy,
+    .destroy = adam_destroy,
     .optimizer = &adam_optimizer_ops,
     .check_state = adam_check_state,
 };

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include <loopkit/loopkit.h>
+#include <loopkit/nn.h>
 
 #include "fma_clones.h"
 #include "optim_common.h"
@@ -33,7 +34,14 @@ typedef struct adam {
    * only with amsgrad. Torch creates them as zeros at the first step, and
    * the host zero-fills them, which is the same. */
   lk_tensor **exp_avg, **exp_avg_sq, **max_exp_avg_sq;
+  lk_nn *nn; /* the run's threads ([loop] threads), for f32 updates */
 } adam;
+
+static inline void adam_destroy(void *self) {
+  adam *s = self;
+  lk_nn_free(s->nn);
+  optim_destroy(s);
+}
 
 /* create, for both plugins: DECOUPLED selects AdamW's weight decay. The
  * host has checked the ranges, in torch's order (the table's), and refused
@@ -69,8 +77,11 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
     rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
   if (rc == 0 && s->amsgrad)
     rc = optim_param_states(&s->c, "max_exp_avg_sq", s->max_exp_avg_sq);
+  if (rc == 0 && lk_nn_create(&s->nn, lk_host_threads(host), 0) != 0)
+    rc = lk_fail(host, LK_ENOMEM, "out of memory for %d threads",
+                 lk_host_threads(host));
   if (rc != 0) {
-    optim_destroy(s);
+    adam_destroy(s);
     return rc;
   }
   *self = s;
@@ -170,6 +181,29 @@ FMA_CLONES static void adam_update_f32(const adam *s, const adam_scalars *c,
   }
 }
 
+/* An f32 tensor's update on the run's threads, in chunks of ADAM_CHUNK
+ * values (the last takes the rest): each value's update is its own, so
+ * the chunks change no bit. 16384 values are 320 KiB of state to stream. */
+#define ADAM_CHUNK 16384
+
+typedef struct adam_job {
+  const adam *s;
+  const adam_scalars *c;
+  lk_tensor *p;
+  float *m, *v, *vmax;
+} adam_job;
+
+static void adam_task(void *ctx, int task, int thread) {
+  (void)thread;
+  const adam_job *j = ctx;
+  size_t lo = (size_t)task * ADAM_CHUNK, n = j->p->numel - lo;
+  if (n > ADAM_CHUNK)
+    n = ADAM_CHUNK;
+  adam_update_f32(j->s, j->c, (float *)j->p->data + lo,
+                  (const float *)j->p->grad + lo, j->m + lo, j->v + lo,
+                  j->vmax ? j->vmax + lo : NULL, n);
+}
+
 static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
                             lk_closure_fn closure) {
   adam *s = self;
@@ -188,12 +222,16 @@ static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
     void *vmax = s->amsgrad ? s->max_exp_avg_sq[i]->data : NULL;
-    if (p->dtype == LK_F64)
+    if (p->dtype == LK_F64) {
       adam_update_f64(s, &c, p->data, p->grad, s->exp_avg[i]->data,
                       s->exp_avg_sq[i]->data, vmax, p->numel);
-    else
-      adam_update_f32(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                      s->exp_avg_sq[i]->data, vmax, p->numel);
+      continue;
+    }
+    adam_job j = {s, &c, p, s->exp_avg[i]->data, s->exp_avg_sq[i]->data, vmax};
+    /* a tensor has fewer than INT_MAX * ADAM_CHUNK values (the host's
+     * tensors are at most 2^40 bytes) */
+    int parts = (int)((p->numel + ADAM_CHUNK - 1) / ADAM_CHUNK);
+    lk_nn_parallel(s->nn, parts, adam_task, &j);
   }
   return 0;
 }

@@ -21,7 +21,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .summary = "AdamW (Adam with decoupled weight decay), as torch.optim.AdamW",
     .options = options,
     .create = create,
-    .destroy = optim_destroy,
+    .destroy = adam_destroy,
     .optimizer = &adam_optimizer_ops,
     .check_state = adam_check_state,
 };

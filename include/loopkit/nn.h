@@ -73,6 +73,18 @@ typedef struct lk_nn lk_nn;
 LK_API int lk_nn_create(lk_nn **out, int threads, unsigned flags);
 LK_API void lk_nn_free(lk_nn *nn);
 LK_API int lk_nn_threads(const lk_nn *nn);
+/* Runs FN(CTX, TASK, THREAD) for every TASK in [0, NTASKS) on the
+ * context's threads and returns when all have run; THREAD (0 the caller,
+ * below lk_nn_threads) tells a task whose scratch it may use. For work a
+ * plugin adds beside the layers (an optimizer's update over its
+ * parameters): each task must write only its own outputs, so that which
+ * thread runs it changes nothing. Every context with the same thread count
+ * shares one pool of threads; a call from inside a task, or while another
+ * thread's job holds the pool, runs its tasks on the caller. 0, or LK_EINVAL
+ * for a NULL context or function or a negative NTASKS. */
+LK_API int lk_nn_parallel(lk_nn *nn, int ntasks,
+                          void (*fn)(void *ctx, int task, int thread),
+                          void *ctx);
 /* "openblas" or "portable" (the kit's own): what lk_nn_sgemm runs. */
 LK_API const char *lk_nn_backend(const lk_nn *nn);
 /* The vectors of the kit's own kernels (GELU, tanh, sigmoid, softmax, and

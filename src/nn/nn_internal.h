@@ -41,22 +41,10 @@ struct lk_nn {
   bool portable; /* the kit's product: no OpenBLAS, or a flag said so */
   const nn_kernels *k;
 
-  /* The pool (threads.c): workers 1 .. threads-1; the caller is thread 0.
-   * A job is published by bumping gen; tasks are claimed from next, so a
-   * worker slowed by another process's load holds nobody up; each task
-   * writes its own outputs, so who runs it changes nothing. */
-  pthread_t *workers;
-  int started;           /* workers created */
-  _Atomic unsigned gen;  /* job generation */
-  _Atomic int next;      /* next unclaimed task */
-  _Atomic uint64_t door; /* the job's generation, closed, workers in */
-  _Atomic int sleepers;  /* workers blocked on wake */
-  _Atomic bool quit;
-  pthread_mutex_t lock;
-  pthread_cond_t wake;
-  nn_task_fn fn;
-  void *ctx;
-  int ntasks;
+  /* The pool (threads.c), shared by every context of the process with
+   * this many threads: a run's model and its optimizer each have a context,
+   * and two pools spinning on the same cores would slow each other. */
+  struct nn_pool *pool;
 
   /* The workspace (context.c): one block, a shared part then one part per
    * thread, every part 64-byte aligned. It only grows. */

@@ -12,12 +12,39 @@
  * Tasks are claimed one at a time from a shared counter. Which thread runs
  * a task changes no result: every task writes its own outputs with the
  * same arithmetic, and the tasks are cut from the sizes only. The caller
- * waits only for workers that joined the job (enter, below). */
+ * waits only for workers that joined the job (enter, below).
+ *
+ * One pool serves every context with the same thread count (a model's and
+ * an optimizer's, in one run): two pools would each spin on the cores the
+ * other's job needs. A pool runs one job at a time; a caller that finds it
+ * busy (another thread's job, or a task that calls the kit) runs its tasks
+ * itself, which gives the same results. */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "nn_internal.h"
+
+typedef struct nn_pool {
+  int threads, refs;     /* refs: contexts using it (pools_lock) */
+  struct nn_pool *older; /* the list of pools (pools_lock) */
+  _Atomic bool busy;     /* a job is running */
+  pthread_t *workers;    /* workers 1 .. threads-1; the caller is 0 */
+  int started;           /* workers created */
+  _Atomic unsigned gen;  /* job generation */
+  _Atomic int next;      /* next unclaimed task */
+  _Atomic uint64_t door; /* the job's generation, closed, workers in */
+  _Atomic int sleepers;  /* workers blocked on wake */
+  _Atomic bool quit;
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  nn_task_fn fn;
+  void *ctx;
+  int ntasks;
+} nn_pool;
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static nn_pool *pools;
 
 #define SPIN_NS 200000 /* 0.2 ms: longer than the gap between two kernels */
 
@@ -35,7 +62,7 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void claim_tasks(lk_nn *nn, int thread) {
+static void claim_tasks(nn_pool *nn, int thread) {
   for (;;) {
     int i = atomic_fetch_add_explicit(&nn->next, 1, memory_order_relaxed);
     if (i >= nn->ntasks)
@@ -54,7 +81,7 @@ static void claim_tasks(lk_nn *nn, int thread) {
 #define DOOR_CLOSED (1ull << 31)
 #define DOOR_COUNT (DOOR_CLOSED - 1)
 
-static bool enter(lk_nn *nn, unsigned gen) {
+static bool enter(nn_pool *nn, unsigned gen) {
   uint64_t d = atomic_load_explicit(&nn->door, memory_order_acquire);
   for (;;) {
     if ((unsigned)(d >> 32) != gen || (d & DOOR_CLOSED))
@@ -66,12 +93,12 @@ static bool enter(lk_nn *nn, unsigned gen) {
 }
 
 typedef struct worker_arg {
-  lk_nn *nn;
+  nn_pool *nn;
   int id;
 } worker_arg;
 
 static void *worker(void *arg) {
-  lk_nn *nn = ((worker_arg *)arg)->nn;
+  nn_pool *nn = ((worker_arg *)arg)->nn;
   int id = ((worker_arg *)arg)->id;
   free(arg);
   unsigned seen = 0;
@@ -104,9 +131,7 @@ static void *worker(void *arg) {
   }
 }
 
-int nn__pool_start(lk_nn *nn) {
-  if (nn->threads <= 1)
-    return 0;
+static int pool_start(nn_pool *nn) {
   nn->workers = calloc((size_t)nn->threads, sizeof *nn->workers);
   if (!nn->workers)
     return lk__err(LK_ENOMEM, "lk_nn_create: out of memory for %d threads",
@@ -135,7 +160,7 @@ int nn__pool_start(lk_nn *nn) {
 }
 
 /* Safe after a partial start: joins the workers that were created. */
-void nn__pool_stop(lk_nn *nn) {
+static void pool_stop(nn_pool *nn) {
   if (!nn->workers)
     return;
   if (nn->started > 0) {
@@ -153,10 +178,65 @@ void nn__pool_stop(lk_nn *nn) {
   nn->workers = NULL;
 }
 
-void nn__run(lk_nn *nn, int ntasks, nn_task_fn fn, void *ctx) {
+/* The context's pool: the process's pool of its thread count, made on
+ * first use. */
+int nn__pool_start(lk_nn *nn) {
+  nn->pool = NULL;
+  if (nn->threads <= 1)
+    return 0;
+  pthread_mutex_lock(&pools_lock);
+  nn_pool *p = pools;
+  while (p && p->threads != nn->threads)
+    p = p->older;
+  int rc = 0;
+  if (p) {
+    p->refs++;
+  } else if (!(p = calloc(1, sizeof *p))) {
+    rc = lk__err(LK_ENOMEM, "lk_nn_create: out of memory for %d threads",
+                 nn->threads);
+  } else {
+    p->threads = nn->threads;
+    p->refs = 1;
+    if ((rc = pool_start(p)) != 0) {
+      pool_stop(p);
+      free(p);
+      p = NULL;
+    } else {
+      p->older = pools;
+      pools = p;
+    }
+  }
+  pthread_mutex_unlock(&pools_lock);
+  nn->pool = p;
+  return rc;
+}
+
+/* The last context of a pool stops its threads. */
+void nn__pool_stop(lk_nn *nn) {
+  nn_pool *p = nn->pool;
+  if (!p)
+    return;
+  nn->pool = NULL;
+  pthread_mutex_lock(&pools_lock);
+  bool last = --p->refs == 0;
+  if (last) {
+    nn_pool **link = &pools;
+    while (*link != p)
+      link = &(*link)->older;
+    *link = p->older;
+  }
+  pthread_mutex_unlock(&pools_lock);
+  if (last) {
+    pool_stop(p);
+    free(p);
+  }
+}
+
+void nn__run(lk_nn *ctx_nn, int ntasks, nn_task_fn fn, void *ctx) {
   if (ntasks <= 0)
     return;
-  if (nn->threads <= 1 || ntasks == 1) {
+  nn_pool *nn = ctx_nn->pool;
+  if (!nn || ntasks == 1 || atomic_exchange(&nn->busy, true)) {
     for (int i = 0; i < ntasks; i++)
       fn(ctx, i, 0);
     return;
@@ -187,4 +267,14 @@ void nn__run(lk_nn *nn, int ntasks, nn_task_fn fn, void *ctx) {
       cpu_relax();
     d = atomic_load_explicit(&nn->door, memory_order_acquire);
   }
+  atomic_store(&nn->busy, false);
+}
+
+int lk_nn_parallel(lk_nn *nn, int ntasks,
+                   void (*fn)(void *ctx, int task, int thread), void *ctx) {
+  NN_CHECK(nn && fn, "lk_nn_parallel", "the context or the function is NULL");
+  NN_CHECK(ntasks >= 0, "lk_nn_parallel", "ntasks is %d; expected >= 0",
+           ntasks);
+  nn__run(nn, ntasks, fn, ctx);
+  return 0;
 }
