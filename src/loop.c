@@ -303,7 +303,7 @@ static int validate(lk_run *run, lk__named *epoch_metrics) {
   lk__named row = {.n = 0};
   lk__named_result(&row, "val", &val);
   lk__named_result(epoch_metrics, "val", &val);
-  rc = lk__rows_log_evaluation(run, "val", &row);
+  rc = lk__rows_log_evaluation(run, run->state.progress.epoch, "val", &row);
   return rc ? rc
             : lk__hooks_call(&run->env.reg, LK__ON_VALIDATION_END,
                              (lk__hook_arg){.result = &val});
@@ -393,6 +393,13 @@ static int agree_interrupt(lk_run *run) {
   return rc;
 }
 
+/* The last epoch that trained, counted from 0 as everywhere: once an epoch
+ * has finished, the loop's counter has moved on to the next one, which
+ * the test or a complete run must not be said to be at. */
+static uint64_t last_epoch(const lk__progress *p) {
+  return p->batch == 0 && p->epoch > 0 ? p->epoch - 1 : p->epoch;
+}
+
 static int test(lk_run *run) {
   bool ran;
   lk_step_result mean;
@@ -401,7 +408,8 @@ static int test(lk_run *run) {
     return rc;
   lk__named row = {.n = 0};
   lk__named_result(&row, "test", &mean);
-  return lk__rows_log_evaluation(run, "test", &row);
+  return lk__rows_log_evaluation(run, last_epoch(&run->state.progress), "test",
+                                 &row);
 }
 
 /* on_train_end, the test, the last checkpoint. The run's last checkpoint
@@ -463,9 +471,9 @@ int lk_run_train(lk_run *run) {
     if (!more_to_train(run)) {
       run->complete = true;
       lk__log(&run->env, LK_LOG_INFO,
-              "the run is complete (it ended at epoch %llu, step %llu): "
+              "the run is complete (it ended after epoch %llu, step %llu): "
               "nothing to train",
-              (unsigned long long)run->state.progress.epoch,
+              (unsigned long long)last_epoch(&run->state.progress),
               (unsigned long long)run->state.progress.global_step);
       return 0;
     }

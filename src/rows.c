@@ -48,19 +48,23 @@ void lk__rows_seen(lk_run *run, const char *name, double value) {
   st->latest[st->n_latest++].value = value;
 }
 
-int lk__rows_log(lk_run *run, uint64_t step, const double *loss,
-                 const lk__named *nm) {
+static int log_row(lk_run *run, uint64_t step, uint64_t epoch,
+                   const double *loss, const lk__named *nm) {
   if (loss)
     lk__rows_seen(run, "loss", *loss);
   for (size_t i = 0; i < nm->n; i++)
     lk__rows_seen(run, nm->cells[i].name, nm->cells[i].value);
   if (!run->rows.csv)
     return 0; /* not rank 0: it writes metrics.csv */
-  return lk__metrics_row(run->rows.csv, step, run->state.progress.epoch, loss,
-                         nm->cells, nm->n);
+  return lk__metrics_row(run->rows.csv, step, epoch, loss, nm->cells, nm->n);
 }
 
-int lk__rows_log_evaluation(lk_run *run, const char *prefix,
+int lk__rows_log(lk_run *run, uint64_t step, const double *loss,
+                 const lk__named *nm) {
+  return log_row(run, step, run->state.progress.epoch, loss, nm);
+}
+
+int lk__rows_log_evaluation(lk_run *run, uint64_t epoch, const char *prefix,
                             const lk__named *nm) {
   char line[1024];
   size_t used = 0;
@@ -68,9 +72,9 @@ int lk__rows_log_evaluation(lk_run *run, const char *prefix,
   for (size_t i = 0; i < nm->n && used < sizeof line; i++)
     used += (size_t)snprintf(line + used, sizeof line - used, " %s %.6g",
                              nm->cells[i].name, nm->cells[i].value);
-  lk__log(&run->env, LK_LOG_INFO, "epoch %llu %s:%s",
-          (unsigned long long)run->state.progress.epoch, prefix, line);
-  return lk__rows_log(run, run->state.progress.global_step, NULL, nm);
+  lk__log(&run->env, LK_LOG_INFO, "epoch %llu %s:%s", (unsigned long long)epoch,
+          prefix, line);
+  return log_row(run, run->state.progress.global_step, epoch, NULL, nm);
 }
 
 int lk__rows_extra(lk_run *run, const char *who, const char *name,

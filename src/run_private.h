@@ -99,8 +99,9 @@ void lk__named_result(lk__named *nm, const char *prefix,
  * every cell. */
 int lk__rows_log(lk_run *run, uint64_t step, const double *loss,
                  const lk__named *nm);
-/* An evaluation's row, and its line in the log. */
-int lk__rows_log_evaluation(lk_run *run, const char *prefix,
+/* An evaluation's row, and its line in the log, both under EPOCH: the
+ * epoch (counted from 0) whose weights were evaluated. */
+int lk__rows_log_evaluation(lk_run *run, uint64_t epoch, const char *prefix,
                             const lk__named *nm);
 /* The latest value logged under NAME (the loop state's). */
 void lk__rows_seen(lk_run *run, const char *name, double value);

@@ -57,6 +57,17 @@ static const cli_option plot_options[] = {
     {"-o", "FILE",
      "Write FILE instead of RUN_DIR/curves.png; .png or .svg by its "
      "extension (also --output FILE)."},
+    {"--metrics", "NAME,...",
+     "A panel for each NAME, in this order, instead of one for every "
+     "metric: the columns NAME, val_NAME and test_NAME that hold values "
+     "(lr: the lr column, or the optimizer's constant lr from config.ini). "
+     "A NAME with none is refused with the columns there are."},
+    {"--log", NULL,
+     "Draw every y axis on a log scale; values at or below 0 are left "
+     "out."},
+    {"--list", NULL,
+     "Print the panels, one a line (the metric, then the columns it shows "
+     "and a test result's value), instead of drawing them."},
     {NULL, NULL, NULL}};
 
 static const cli_option new_options[] = {
@@ -114,9 +125,14 @@ const cli_command cli_commands[] = {
      "model's parameters, a step plugin without predict_step.",
      generate_options},
     {"plot", "RUN_DIR", "training curves from metrics.csv",
-     "Draw the training loss per step (with a smoothed line), validation "
-     "loss and accuracy per epoch and the learning rate from "
-     "RUN_DIR/metrics.csv. Needs loopkit built with cairo.",
+     "Draw RUN_DIR/metrics.csv as a grid of panels, one for every metric "
+     "that has values (the GAN example's d_loss and g_loss too), the "
+     "learning rate last, per step: a metric's training values (raw, and "
+     "smoothed with a debiased moving average of weight 0.9), its val_ "
+     "points and its test_ result (a dashed level, its value in the "
+     "legend) in one panel. Without an lr column (no scheduler) the "
+     "learning rate is the optimizer's lr in RUN_DIR/config.ini, drawn "
+     "flat. Needs loopkit built with cairo.",
      plot_options},
     {"new", "NAME", "a new plugin project to start from",
      "Write the directory NAME with NAME.c, a commented plugin that does "

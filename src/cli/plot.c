@@ -1,6 +1,8 @@
 /* loopkit plot: training curves from a run's metrics.csv, drawn with cairo
- * into a PNG or SVG file of four panels: training loss per step (raw and
- * smoothed), validation loss and accuracy per epoch, learning rate. */
+ * into a PNG or SVG file: a grid of the panels plot_panels.c chooses, each
+ * a metric per step with its training values (raw and smoothed), its
+ * validation points and its test result as a level, on a linear or a log
+ * scale. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -28,20 +30,29 @@ static const bool can_png = true;
 static const bool can_png = false;
 #endif
 
-/* The figure: a 2x2 grid of panels. */
-enum { FIG_W = 1200, FIG_H = 900, PANEL_W = FIG_W / 2, PANEL_H = FIG_H / 2 };
+/* The figure: a grid of panels, two or three a row. */
+enum { PANEL_W = 600, PANEL_H = 450 };
 /* The plot area inside a panel: room for the title, tick labels and axis
  * labels around it. */
 enum { MARGIN_L = 84, MARGIN_R = 24, MARGIN_T = 44, MARGIN_B = 56 };
 /* TensorBoard's smoothing weight for the training loss, and its legend. */
 static const double smoothing = 0.9;
-static const char smoothing_label[] = "smoothed (EMA 0.9, debiased)";
+static const char smoothing_label[] = "smoothed (EMA 0.9)";
 /* Beyond this a value is a divergence, not a point: leaving it out keeps
  * the span of an axis finite. */
 static const double too_big = 1e300;
 
-static const char usage[] = "usage: loopkit plot RUN_DIR [-o FILE]: FILE "
-                            "ends in .png or .svg (default RUN_DIR/curves.png)";
+static const char usage[] =
+    "usage: loopkit plot RUN_DIR [-o FILE] [--metrics NAME,...] [--log] "
+    "[--list]: FILE ends in .png or .svg (default RUN_DIR/curves.png)";
+
+/* What to draw and where. */
+typedef struct plot_options {
+  const char *out;
+  const char *metrics; /* a comma list, or NULL: every metric */
+  bool log;            /* every y axis on a log scale */
+  bool list;           /* print the panels instead of drawing them */
+} plot_options;
 
 typedef struct rgb {
   double r, g, b;
@@ -53,19 +64,28 @@ typedef struct series {
   rgb color;
   double width;
   bool markers;      /* a dot at every point */
+  bool level;        /* one point, and a dashed line across at its height */
   const char *label; /* in the legend, or NULL */
 } series;
 
+/* A panel, and the values it draws that are not columns: its smoothed
+ * series, the ends of a constant's line, a test result's point. */
 typedef struct panel {
   const char *title, *xlabel, *ylabel;
   const char *missing; /* said instead of an empty plot */
-  series s[2];
+  series s[4];
   size_t n_series;
+  bool log;
+  double *smoothed;
+  double cx[2], cy[2], tx, ty;
+  char ylabel_buf[96];
 } panel;
 
-/* An axis from LO to HI with a tick every STEP (0: no ticks). */
+/* An axis from LO to HI with a tick every STEP (0: no ticks); on a LOG
+ * axis the three are powers of ten. */
 typedef struct axis {
   double lo, hi, step;
+  bool log;
 } axis;
 
 /* A panel's plot area in device units and the axes mapped onto it. */
@@ -76,6 +96,12 @@ typedef struct frame {
 
 static bool usable(double v) {
   return isfinite(v) && fabs(v) < too_big;
+}
+
+/* A point that can be drawn, on a log scale when LOG: nothing there below
+ * or at 0. */
+static bool usable_point(double x, double y, bool log) {
+  return usable(x) && usable(y) && (!log || y > 0);
 }
 
 /* ---- axes --------------------------------------------------------------- */
@@ -101,12 +127,12 @@ static axis nice_axis(double min, double max, bool integer) {
   double step = nice_step(max - min);
   if (integer && step < 1)
     step = 1;
-  axis a = {floor(min / step) * step, ceil(max / step) * step, step};
+  axis a = {floor(min / step) * step, ceil(max / step) * step, step, false};
   bool sane = isfinite(a.lo) && isfinite(a.hi) && a.hi > a.lo && step > 0 &&
               (a.hi - a.lo) / step <= 50 && fabs(a.lo / step) < 1e15 &&
               fabs(a.hi / step) < 1e15;
   if (!sane) /* spans at the ends of double's range: no ticks, no rounding */
-    a = (axis){min, max > min ? max : min + 1, 0};
+    a = (axis){min, max > min ? max : min + 1, 0, false};
   return a;
 }
 
@@ -133,6 +159,10 @@ static void tick_label_si(char *buf, size_t size, double v, double step) {
 
 /* Digits enough to tell A's ticks apart, without float noise. */
 static void tick_label(char *buf, size_t size, double v, const axis *a) {
+  if (a->log) { /* v is a power of ten's exponent */
+    snprintf(buf, size, "%g", pow(10, v));
+    return;
+  }
   double step = a->step, big = fmax(fabs(a->lo), fabs(a->hi));
   if (fabs(v) < step * 1e-6)
     v = 0; /* no "-0" or "1e-17" where the axis crosses zero */
@@ -150,6 +180,8 @@ static void tick_label(char *buf, size_t size, double v, const axis *a) {
 /* Device coordinate of V along axis DIM (0: x, 1: y, which grows up). */
 static double to_device(const frame *f, int dim, double v) {
   const axis *a = &f->ax[dim];
+  if (a->log)
+    v = log10(v);
   double t = (v - a->lo) / (a->hi - a->lo);
   return dim == 0 ? f->x + t * f->w : f->y + f->h - t * f->h;
 }
@@ -191,7 +223,8 @@ static void draw_ticks(cairo_t *cr, const frame *f, int dim) {
   long first = (long)ceil(a->lo / a->step - 1e-9);
   long last = (long)floor(a->hi / a->step + 1e-9);
   for (long k = first; k <= last; k++) {
-    double v = (double)k * a->step, p = to_device(f, dim, v);
+    double v = (double)k * a->step;
+    double p = to_device(f, dim, a->log ? pow(10, v) : v);
     char label[32];
     tick_label(label, sizeof label, v, a);
     if (dim == 0) {
@@ -232,7 +265,7 @@ static bool data_bounds(const panel *p, double lo[2], double hi[2]) {
     const series *s = &p->s[k];
     for (size_t i = 0; s->x && s->y && i < s->n; i++) {
       double v[2] = {s->x[i], s->y[i]};
-      if (!usable(v[0]) || !usable(v[1]))
+      if (!usable_point(v[0], v[1], p->log))
         continue;
       for (int d = 0; d < 2; d++) {
         lo[d] = any ? fmin(lo[d], v[d]) : v[d];
@@ -285,16 +318,36 @@ static void draw_dot(cairo_t *cr, double x, double y) {
   cairo_arc(cr, x, y, 3.5, 0, 2 * M_PI);
 }
 
+/* A test result: a dashed line across the plot at its value, for the
+ * curves to be read against, and its point. */
+static void draw_level(cairo_t *cr, const frame *f, const series *s) {
+  double y = to_device(f, 1, s->y[0]);
+  static const double dash[] = {6, 4};
+  cairo_set_dash(cr, dash, 2, 0);
+  cairo_move_to(cr, f->x, y);
+  cairo_line_to(cr, f->x + f->w, y);
+  cairo_stroke(cr);
+  cairo_set_dash(cr, NULL, 0, 0);
+  draw_dot(cr, to_device(f, 0, s->x[0]), y);
+  cairo_fill(cr);
+}
+
 static void draw_series(cairo_t *cr, const frame *f, const series *s) {
+  bool log = f->ax[1].log;
   if (!s->x || !s->y)
     return;
   set_color(cr, s->color);
   cairo_set_line_width(cr, s->width);
   cairo_new_path(cr);
+  if (s->level) {
+    if (s->n == 1 && usable_point(s->x[0], s->y[0], log))
+      draw_level(cr, f, s);
+    return;
+  }
   bucket b = {0};
   size_t points = 0;
   for (size_t i = 0; i < s->n; i++) {
-    if (!usable(s->x[i]) || !usable(s->y[i]))
+    if (!usable_point(s->x[i], s->y[i], log))
       continue;
     add_to_bucket(cr, &b, i, to_device(f, 0, s->x[i]),
                   to_device(f, 1, s->y[i]));
@@ -308,7 +361,7 @@ static void draw_series(cairo_t *cr, const frame *f, const series *s) {
   if (one_vertex)
     draw_dot(cr, b.x[0], b.y[0]);
   for (size_t i = 0; s->markers && !one_vertex && i < s->n; i++)
-    if (usable(s->x[i]) && usable(s->y[i]))
+    if (usable_point(s->x[i], s->y[i], log))
       draw_dot(cr, to_device(f, 0, s->x[i]), to_device(f, 1, s->y[i]));
   cairo_fill(cr);
 }
@@ -328,9 +381,12 @@ static void draw_legend(cairo_t *cr, const frame *f, const panel *p) {
     right -= e.x_advance + 6;
     set_color(cr, s->color);
     cairo_set_line_width(cr, s->width);
+    static const double dash[] = {6, 4};
+    cairo_set_dash(cr, dash, s->level ? 2 : 0, 0);
     cairo_move_to(cr, right - 18, f->y - 10);
     cairo_line_to(cr, right, f->y - 10);
     cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
     right -= 18 + 14;
   }
 }
@@ -354,8 +410,12 @@ static void draw_panel(cairo_t *cr, double x0, double y0, const panel *p) {
     draw_text(cr, f.x + f.w / 2, f.y + f.h / 2, p->missing, 0.5, 0.5);
     return;
   }
-  for (int d = 0; d < 2; d++)
-    f.ax[d] = nice_axis(lo[d], hi[d], d == 0); /* x: steps or epochs */
+  f.ax[0] = nice_axis(lo[0], hi[0], true); /* steps */
+  if (p->log) {
+    f.ax[1] = nice_axis(log10(lo[1]), log10(hi[1]), true); /* decades */
+    f.ax[1].log = true;
+  } else
+    f.ax[1] = nice_axis(lo[1], hi[1], false);
   draw_axes(cr, &f, p->xlabel, p->ylabel);
   draw_legend(cr, &f, p);
   /* No clip: the axes hold every point, and a dot on the frame stays
@@ -369,11 +429,12 @@ static void draw_panel(cairo_t *cr, double x0, double y0, const panel *p) {
 
 /* TensorBoard's smoothing: an exponential moving average of weight W,
  * debiased like Adam's moments so that the first values are not pulled
- * towards 0. Unusable values stay out of the average. */
-static void smooth(const double *y, size_t n, double w, double *out) {
+ * towards 0. Unusable values (and, on a log scale, those at or below 0)
+ * stay out of the average. */
+static void smooth(const double *y, size_t n, double w, bool log, double *out) {
   double avg = 0, weight = 1;
   for (size_t i = 0; i < n; i++) {
-    if (!usable(y[i])) {
+    if (!usable(y[i]) || (log && y[i] <= 0)) {
       out[i] = NAN;
       continue;
     }
@@ -384,71 +445,116 @@ static void smooth(const double *y, size_t n, double w, double *out) {
 }
 
 static series line(const double *x, const double *y, size_t n, rgb color,
-                   double width) {
-  return (series){x, y, n, color, width, false, NULL};
+                   double width, const char *label) {
+  return (series){x, y, n, color, width, false, false, label};
 }
 
-static panel panel_of(const char *title, const char *xlabel, const char *ylabel,
-                      const char *missing, series s) {
-  return (panel){title, xlabel, ylabel, missing, {s}, 1};
-}
+static const rgb light_blue = {0.68, 0.78, 0.93}, blue = {0.10, 0.33, 0.72},
+                 orange = {0.85, 0.37, 0.01}, green = {0.11, 0.55, 0.27},
+                 purple = {0.46, 0.27, 0.65};
 
-/* The validation accuracy: val_accuracy, or another val_* column whose
- * name says acc (val_acc, val_top1_acc). */
-static long accuracy_column(const plot_table *t) {
-  long c = plot_table_find(t, "val_accuracy");
-  if (plot_table_column(t, c))
-    return c;
-  for (size_t i = 0; i < t->n_cols; i++)
-    if (!strncmp(t->names[i], "val_", 4) && strstr(t->names[i], "acc") &&
-        plot_table_column(t, (long)i))
-      return (long)i;
-  return -1;
-}
-
-/* The four panels; SMOOTHED has room for a value per row. */
-static void make_panels(const plot_table *t, double *smoothed, panel p[4]) {
+/* The first and last usable steps of T, or 0 and 0. */
+static void step_span(const plot_table *t, double span[2]) {
   const double *step = plot_table_column(t, PLOT_STEP);
-  const double *epoch = plot_table_column(t, PLOT_EPOCH);
-  const double *loss = plot_table_column(t, PLOT_LOSS);
-  const double *val = plot_table_column(t, plot_table_find(t, "val_loss"));
-  long acc_col = accuracy_column(t);
-  const double *acc = plot_table_column(t, acc_col);
-  const double *lr = plot_table_column(t, plot_table_find(t, "lr"));
-  size_t n = t->n_rows;
-  static const rgb light_blue = {0.68, 0.78, 0.93}, blue = {0.10, 0.33, 0.72},
-                   orange = {0.85, 0.37, 0.01}, green = {0.11, 0.55, 0.27},
-                   purple = {0.46, 0.27, 0.65};
-  if (loss)
-    smooth(loss, n, smoothing, smoothed);
-  p[0] = panel_of("training loss", "step", "loss", "no loss in metrics.csv",
-                  line(step, loss, n, light_blue, 1));
-  p[0].s[0].label = "raw";
-  p[0].s[1] = line(step, loss ? smoothed : NULL, n, blue, 2);
-  p[0].s[1].label = smoothing_label;
-  p[0].n_series = 2;
-  p[1] = panel_of("validation loss", "epoch", "val_loss",
-                  "no val_loss in metrics.csv", line(epoch, val, n, orange, 2));
-  p[2] = panel_of(
-      "validation accuracy", "epoch", acc ? t->names[acc_col] : "val_accuracy",
-      "no val_accuracy in metrics.csv", line(epoch, acc, n, green, 2));
-  p[1].s[0].markers = p[2].s[0].markers = true;
-  p[3] = panel_of("learning rate", "step", "lr", "no lr in metrics.csv",
-                  line(step, lr, n, purple, 2));
+  span[0] = span[1] = 0;
+  bool any = false;
+  for (size_t i = 0; step && i < t->n_rows; i++)
+    if (usable(step[i])) {
+      span[0] = any ? fmin(span[0], step[i]) : step[i];
+      span[1] = any ? fmax(span[1], step[i]) : step[i];
+      any = true;
+    }
 }
 
-static cairo_status_t draw_figure(cairo_t *cr, const plot_table *t) {
-  double *smoothed = malloc((t->n_rows ? t->n_rows : 1) * sizeof *smoothed);
-  if (!smoothed)
+/* P drawn from layout panel LP; -1 when memory runs out. Every series is
+ * per step: validation and test rows are logged at the step they ran. */
+static int make_panel(const plot_table *t, const plot_panel *lp,
+                      const plot_options *o, panel *p) {
+  const double *step = plot_table_column(t, PLOT_STEP);
+  size_t n = t->n_rows;
+  double span[2];
+  step_span(t, span);
+  *p = (panel){.title = lp->name, .xlabel = "step", .log = o->log};
+  snprintf(p->ylabel_buf, sizeof p->ylabel_buf, "%s%s", lp->name,
+           o->log ? " (log scale)" : "");
+  p->ylabel = p->ylabel_buf;
+  p->missing = o->log ? "no values above 0 for a log scale" : "no values";
+  bool lr = !strcmp(lp->name, "lr");
+  for (size_t k = 0; k < lp->n_series; k++) {
+    const plot_series *ls = &lp->s[k];
+    const double *y = ls->col >= 0 ? t->cols[ls->col] : NULL;
+    switch (ls->role) {
+    case ROLE_TRAIN:
+      if (lr) {
+        p->s[p->n_series++] = line(step, y, n, purple, 2, ls->label);
+        break;
+      }
+      if (!(p->smoothed = malloc((n ? n : 1) * sizeof *p->smoothed)))
+        return -1;
+      smooth(y, n, smoothing, o->log, p->smoothed);
+      p->s[p->n_series++] = line(step, y, n, light_blue, 1, ls->label);
+      p->s[p->n_series++] =
+          line(step, p->smoothed, n, blue, 2, smoothing_label);
+      break;
+    case ROLE_VAL:
+      p->s[p->n_series] = line(step, y, n, orange, 2, ls->label);
+      p->s[p->n_series++].markers = true;
+      break;
+    case ROLE_TEST: /* at the run's last step, where the test ran */
+      p->tx = span[1];
+      p->ty = ls->value;
+      p->s[p->n_series] = line(&p->tx, &p->ty, 1, green, 1.5, ls->label);
+      p->s[p->n_series++].level = true;
+      break;
+    case ROLE_CONSTANT:
+      p->cx[0] = span[0];
+      p->cx[1] = span[1];
+      p->cy[0] = p->cy[1] = ls->value;
+      p->s[p->n_series++] = line(p->cx, p->cy, 2, purple, 2, ls->label);
+      break;
+    }
+  }
+  return 0;
+}
+
+/* Columns of panels: one alone, two a row up to four, then three. */
+static int grid_columns(size_t n) {
+  return n <= 1 ? 1 : n <= 4 ? 2 : 3;
+}
+
+static void figure_size(const plot_layout *l, int *w, int *h) {
+  size_t n = l->n ? l->n : 1;
+  int cols = grid_columns(n);
+  *w = cols * PANEL_W;
+  *h = (int)((n + (size_t)cols - 1) / (size_t)cols) * PANEL_H;
+}
+
+static cairo_status_t draw_figure(cairo_t *cr, const plot_table *t,
+                                  const plot_layout *l, const plot_options *o) {
+  size_t n = l->n ? l->n : 1;
+  panel *p = calloc(n, sizeof *p);
+  if (!p)
     return CAIRO_STATUS_NO_MEMORY;
-  panel p[4];
-  make_panels(t, smoothed, p);
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  for (int k = 0; k < 4; k++)
-    draw_panel(cr, (k % 2) * PANEL_W, (k / 2) * PANEL_H, &p[k]);
-  free(smoothed);
-  return cairo_status(cr);
+  cairo_status_t st = CAIRO_STATUS_SUCCESS;
+  if (l->n == 0)
+    p[0] = (panel){.title = "metrics.csv",
+                   .missing = "no metric with values in metrics.csv"};
+  for (size_t k = 0; k < l->n && st == CAIRO_STATUS_SUCCESS; k++)
+    if (make_panel(t, &l->panels[k], o, &p[k]) != 0)
+      st = CAIRO_STATUS_NO_MEMORY;
+  if (st == CAIRO_STATUS_SUCCESS) {
+    int cols = grid_columns(n);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    for (size_t k = 0; k < n; k++)
+      draw_panel(cr, (double)(k % (size_t)cols) * PANEL_W,
+                 (double)(k / (size_t)cols) * PANEL_H, &p[k]);
+    st = cairo_status(cr);
+  }
+  for (size_t k = 0; k < n; k++)
+    free(p[k].smoothed);
+  free(p);
+  return st;
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -472,33 +578,42 @@ static cairo_status_t write_chunk(void *closure, const unsigned char *data,
   return CAIRO_STATUS_WRITE_ERROR;
 }
 
-static cairo_status_t draw_on(cairo_surface_t *surface, const plot_table *t) {
+/* What is drawn: the table, its panels, the options. */
+typedef struct figure {
+  const plot_table *t;
+  const plot_layout *l;
+  const plot_options *o;
+} figure;
+
+static cairo_status_t draw_on(cairo_surface_t *surface, const figure *fig) {
   cairo_status_t st = cairo_surface_status(surface);
   if (st != CAIRO_STATUS_SUCCESS)
     return st;
   cairo_t *cr = cairo_create(surface);
   st = cairo_status(cr);
   if (st == CAIRO_STATUS_SUCCESS)
-    st = draw_figure(cr, t);
+    st = draw_figure(cr, fig->t, fig->l, fig->o);
   cairo_destroy(cr);
   cairo_surface_flush(surface);
   return st != CAIRO_STATUS_SUCCESS ? st : cairo_surface_status(surface);
 }
 
-static cairo_status_t render(const plot_table *t, format fmt, sink *s) {
+static cairo_status_t render(const figure *fig, format fmt, sink *s) {
   cairo_surface_t *surface;
   cairo_status_t st;
+  int w, h;
+  figure_size(fig->l, &w, &h);
   if (fmt == FORMAT_PNG) {
-    surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, FIG_W, FIG_H);
-    st = draw_on(surface, t);
+    surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    st = draw_on(surface, fig);
 #if CAIRO_HAS_PNG_FUNCTIONS
     if (st == CAIRO_STATUS_SUCCESS)
       st = cairo_surface_write_to_png_stream(surface, write_chunk, s);
 #endif
   } else {
 #if CAIRO_HAS_SVG_SURFACE
-    surface = cairo_svg_surface_create_for_stream(write_chunk, s, FIG_W, FIG_H);
-    st = draw_on(surface, t);
+    surface = cairo_svg_surface_create_for_stream(write_chunk, s, w, h);
+    st = draw_on(surface, fig);
     cairo_surface_finish(surface); /* writes the document's end */
     if (st == CAIRO_STATUS_SUCCESS)
       st = cairo_surface_status(surface);
@@ -573,7 +688,7 @@ static int close_temp(FILE *f) {
   return err;
 }
 
-static int write_figure(const plot_table *t, const char *out, format fmt) {
+static int write_figure(const figure *fig, const char *out, format fmt) {
   char *tmp = NULL;
   sink s = {create_temp(out, &tmp), 0};
   if (!s.f) {
@@ -581,7 +696,7 @@ static int write_figure(const plot_table *t, const char *out, format fmt) {
     free(tmp);
     return EXIT_FAILED;
   }
-  cairo_status_t st = render(t, fmt, &s);
+  cairo_status_t st = render(fig, fmt, &s);
   int err = close_temp(s.f);
   bool ok = false;
   if (s.err || (st == CAIRO_STATUS_SUCCESS && err))
@@ -598,12 +713,24 @@ static int write_figure(const plot_table *t, const char *out, format fmt) {
   return ok ? 0 : EXIT_FAILED;
 }
 
-/* 0; EXIT_USAGE after cli_error when RUN_DIR, its metrics.csv or OUT's
- * format is wrong; EXIT_FAILED after cli_error when drawing or writing
- * fails. */
-static int plot_curves(const char *run_dir, const char *out) {
+/* Each panel on a line: its name, then what it shows. */
+static void list_panels(const plot_layout *l) {
+  for (size_t k = 0; k < l->n; k++) {
+    const plot_panel *p = &l->panels[k];
+    printf("%s:", p->name);
+    for (size_t i = 0; i < p->n_series; i++)
+      printf("%s %s", i ? "," : "", p->s[i].label);
+    putchar('\n');
+  }
+}
+
+/* 0; EXIT_USAGE after cli_error when RUN_DIR, its metrics.csv, a metric
+ * asked for or OUT's format is wrong; EXIT_FAILED after cli_error when
+ * drawing or writing fails. */
+static int plot_curves(const char *run_dir, const plot_options *o) {
+  const char *out = o->out;
   struct stat st;
-  format fmt;
+  format fmt = FORMAT_PNG;
   if (stat(run_dir, &st) != 0) {
     cli_error("plot: cannot open run directory %s: %s", run_dir,
               strerror(errno));
@@ -615,7 +742,7 @@ static int plot_curves(const char *run_dir, const char *out) {
               run_dir);
     return EXIT_USAGE;
   }
-  if (output_format(out, &fmt) != 0)
+  if (!o->list && output_format(out, &fmt) != 0)
     return EXIT_USAGE;
   char *metrics = join(run_dir, "metrics.csv");
   if (!metrics) {
@@ -627,13 +754,19 @@ static int plot_curves(const char *run_dir, const char *out) {
   free(metrics);
   if (rc != 0)
     return rc;
-  rc = write_figure(&t, out, fmt);
+  plot_layout l;
+  rc = plot_panels_choose(&t, o->metrics, run_dir, &l);
+  if (rc == 0 && o->list)
+    list_panels(&l);
+  else if (rc == 0)
+    rc = write_figure(&(figure){&t, &l, o}, out, fmt);
+  plot_layout_free(&l);
   plot_table_free(&t);
   return rc;
 }
 
 int cli_plot_curves(const char *run_dir, const char *out) {
-  int rc = plot_curves(run_dir, out);
+  int rc = plot_curves(run_dir, &(plot_options){.out = out});
   return rc == 0 ? 0 : EXIT_FAILED;
 }
 
@@ -641,19 +774,50 @@ bool cli_plot_available(void) {
   return true;
 }
 
-/* RUN_DIR and FILE of plot RUN_DIR [-o FILE]; -1 after cli_error. */
+/* The value of option NAME at ARGV[*I] ("NAME VALUE" or "NAME=VALUE"),
+ * or NULL when ARGV[*I] is not NAME; *MISSING when NAME has no value. */
+static const char *option_value(int argc, char **argv, int *i, const char *name,
+                                bool *missing) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0)
+    return NULL;
+  if (a[n] == '=')
+    return a + n + 1;
+  if (a[n])
+    return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+/* RUN_DIR and the options of plot RUN_DIR [-o FILE] [--metrics LIST]
+ * [--log] [--list]; -1 after cli_error. */
 static int parse_args(int argc, char **argv, const char **run_dir,
-                      const char **out) {
+                      plot_options *o) {
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
+    bool missing = false;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
       if (i + 1 >= argc) {
         cli_error("plot: %s needs a file name; %s", a, usage);
         return -1;
       }
-      *out = argv[++i];
+      o->out = argv[++i];
     } else if (!strncmp(a, "--output=", 9))
-      *out = a + 9;
+      o->out = a + 9;
+    else if ((v = option_value(argc, argv, &i, "--metrics", &missing)))
+      o->metrics = v;
+    else if (missing) {
+      cli_error("plot: --metrics needs a comma list of metric names; %s",
+                usage);
+      return -1;
+    } else if (!strcmp(a, "--log"))
+      o->log = true;
+    else if (!strcmp(a, "--list"))
+      o->list = true;
     else if ((a[0] == '-' && a[1]) || *run_dir) {
       cli_error("plot: unexpected \"%s\"; %s", a, usage);
       return -1;
@@ -672,17 +836,20 @@ int cli_plot(int argc, char **argv) {
     puts(usage);
     return 0;
   }
-  const char *run_dir = NULL, *out = NULL;
-  if (parse_args(argc, argv, &run_dir, &out) != 0)
+  const char *run_dir = NULL;
+  plot_options o = {0};
+  if (parse_args(argc, argv, &run_dir, &o) != 0)
     return EXIT_USAGE;
-  char *path = out ? NULL : join(run_dir, "curves.png");
-  if (!out && !path) {
+  char *path = o.out ? NULL : join(run_dir, "curves.png");
+  if (!o.out && !path) {
     cli_error("plot: out of memory");
     return EXIT_FAILED;
   }
-  int rc = plot_curves(run_dir, out ? out : path);
-  if (rc == 0)
-    printf("wrote %s\n", out ? out : path);
+  if (!o.out)
+    o.out = path;
+  int rc = plot_curves(run_dir, &o);
+  if (rc == 0 && !o.list)
+    printf("wrote %s\n", o.out);
   free(path);
   return rc;
 }

@@ -1,5 +1,5 @@
-/* loopkit plot: metrics.csv read into columns (plot_data.c), drawn with
- * cairo (plot.c). */
+/* loopkit plot: metrics.csv read into columns (plot_data.c), the panels
+ * to draw chosen from them (plot_panels.c), drawn with cairo (plot.c). */
 #ifndef LK_CLI_PLOT_H
 #define LK_CLI_PLOT_H
 
@@ -30,5 +30,46 @@ long plot_table_find(const plot_table *t, const char *name);
 const double *plot_table_column(const plot_table *t, long col);
 
 void plot_table_free(plot_table *t);
+
+/* What a series of a panel is: a column logged while training (per step),
+ * by the validation or by the test (one value at the end, drawn as a
+ * level), or a value read from config.ini and drawn flat. */
+typedef enum plot_role {
+  ROLE_TRAIN,
+  ROLE_VAL,
+  ROLE_TEST,
+  ROLE_CONSTANT
+} plot_role;
+
+typedef struct plot_series {
+  plot_role role;
+  long col;     /* the column; -1 for ROLE_CONSTANT */
+  double value; /* ROLE_CONSTANT: the value */
+  char label[96];
+} plot_series;
+
+/* One panel: a metric NAME with the columns NAME, val_NAME and test_NAME
+ * that hold values. */
+typedef struct plot_panel {
+  char name[72];
+  plot_series s[3];
+  size_t n_series;
+} plot_panel;
+
+typedef struct plot_layout {
+  plot_panel *panels;
+  size_t n;
+} plot_layout;
+
+/* The panels for T: one per name of METRICS (a comma list, in its order)
+ * or, when METRICS is NULL, one per metric with values, in the columns'
+ * order, lr last. Without an lr column the learning rate is the run's
+ * optimizer's lr option in RUN_DIR/config.ini, if it has one. 0; EXIT_USAGE
+ * after cli_error for a name with no values; EXIT_FAILED after cli_error
+ * when memory runs out. */
+int plot_panels_choose(const plot_table *t, const char *metrics,
+                       const char *run_dir, plot_layout *out);
+
+void plot_layout_free(plot_layout *l);
 
 #endif

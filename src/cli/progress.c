@@ -69,9 +69,11 @@ void cli_progress(void *bar, const lk_progress *p) {
   if (!due(b, p, last, percent))
     return;
   char head[64], tail[160], elapsed[24], eta[24];
+  /* Epochs count from 0 as in the log and metrics.csv; like Lightning's
+   * bar, the number after the slash is the last epoch's: "epoch 9/9". */
   if (p->max_epochs > 0)
-    snprintf(head, sizeof head, "epoch %llu/%lld",
-             (unsigned long long)p->epoch + 1, (long long)p->max_epochs);
+    snprintf(head, sizeof head, "epoch %llu/%lld", (unsigned long long)p->epoch,
+             (long long)p->max_epochs - 1);
   else
     snprintf(head, sizeof head, "steps");
   clock_text(elapsed, sizeof elapsed, p->elapsed);

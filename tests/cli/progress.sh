@@ -1,7 +1,9 @@
 #!/bin/sh
 # Progress: a bar redrawn in place on a terminal (run under a pseudo-
 # terminal with script(1)), plain log lines every log_every_n_steps when
-# stderr is not a terminal, and --quiet.
+# stderr is not a terminal, and --quiet. Epochs count from 0 everywhere:
+# the bar (epoch 0/1 then 1/1, the last epoch after the slash), the log
+# lines, the test line and metrics.csv.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 
 command -v script >/dev/null || {
@@ -32,18 +34,29 @@ check "terminal: the run succeeds" grep -q 'trained 40 steps' "$T/tty.out"
 tr '\r' '\n' <"$T/tty.out" >"$T/tty.lines"
 # The terminal ends lines with \r\n, so count the bar's states: each
 # redraw starts with a carriage return and no newline before the next.
-check "terminal: the bar redraws in place (20 states of epoch 1's line)" \
-  test "$(grep -c '^epoch 1/2 \[' "$T/tty.lines")" -ge 20
-most=$(awk '{ n = gsub(/epoch 1\/2 \[/, "&"); if (n > m) m = n } END { print m + 0 }' "$T/tty.out")
+check "terminal: the bar redraws in place (20 states of epoch 0's line)" \
+  test "$(grep -c '^epoch 0/1 \[' "$T/tty.lines")" -ge 20
+most=$(awk '{ n = gsub(/epoch 0\/1 \[/, "&"); if (n > m) m = n } END { print m + 0 }' "$T/tty.out")
 check "terminal: the redraws share one line (no newline between them)" test "$most" -ge 20
 check "terminal: the bar shows epoch, batch/total, loss, throughput, elapsed<ETA" \
-  grep -Eq '^epoch 1/2 \[[#.]+\] [0-9]+/20 loss [0-9.e+-]+ [0-9]+ samples/s [0-9]{2}:[0-9]{2}<[0-9-]{2}:[0-9-]{2}' "$T/tty.lines"
+  grep -Eq '^epoch 0/1 \[[#.]+\] [0-9]+/20 loss [0-9.e+-]+ [0-9]+ samples/s [0-9]{2}:[0-9]{2}<[0-9-]{2}:[0-9-]{2}' "$T/tty.lines"
 check "terminal: the first epoch's bar ends full, at 20/20" \
-  grep -Eq '^epoch 1/2 \[#+\] 20/20 ' "$T/tty.lines"
-check "terminal: a bar for the second epoch" grep -Eq '^epoch 2/2 \[' "$T/tty.lines"
+  grep -Eq '^epoch 0/1 \[#+\] 20/20 ' "$T/tty.lines"
+check "terminal: a bar for the second epoch, epoch 1/1" grep -Eq '^epoch 1/1 \[' "$T/tty.lines"
+check "terminal: no bar past the last epoch (no epoch 2, no /2)" \
+  sh -c "! grep -Eq 'epoch (2|[0-9]+/2)' '$T/tty.lines'"
 check "terminal: validation results printed when they finish" \
   grep -Eq 'epoch 0 val: val_loss [0-9.e+-]+' "$T/tty.lines"
-check "terminal: test results printed" grep -Eq 'epoch 2 test: test_loss' "$T/tty.lines"
+check "terminal: test results printed, under the last epoch trained" \
+  grep -Eq '^epoch 1 test: test_loss' "$T/tty.lines"
+check "terminal: the last epoch's log lines are epoch 1's" \
+  sh -c "grep -Eq '^epoch 1: train loss' '$T/tty.lines' && grep -Eq '^epoch 1 val: val_loss' '$T/tty.lines'"
+test_epochs=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "test_loss") k = i }
+  NR > 1 && $k != "" { print $2 }' "$T/tty/metrics.csv")
+check "metrics.csv: the test row's epoch is the last epoch trained, 1 ($test_epochs)" \
+  test "$test_epochs" = 1
+expect 0 'the run is complete \(it ended after epoch 1, step 40\): nothing to train' \
+  "a complete run names its last epoch, 1" -- train "$T/run.ini" --resume "$T/tty/checkpoints/last.ckpt"
 check "terminal: no plain progress lines" sh -c "! grep -q 'batch [0-9]*/20:' '$T/tty.lines'"
 
 # Not a terminal: plain lines, every log_every_n_steps optimizer steps.
