@@ -208,7 +208,9 @@ static int layers_forward(mlp *m, const lk_batch *b) {
 
 static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
   const layer *last = &m->layers[m->n_layers - 1];
-  int rc = model_check_labels(m->host, b, last->out);
+  int rc = model_check_x(m->host, b, m->layers[0].in);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, last->out);
   if (rc == 0)
     rc = layers_forward(m, b);
   if (rc != 0)

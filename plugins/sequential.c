@@ -698,7 +698,9 @@ static int layers_forward(seq *m, const lk_batch *b, bool training) {
 
 static int forward(seq *m, const lk_batch *b, lk_step_result *out,
                    bool training) {
-  int rc = model_check_labels(m->host, b, m->classes);
+  int rc = model_check_x(m->host, b, m->layers[0].in_numel);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, m->classes);
   if (rc == 0)
     rc = layers_forward(m, b, training);
   if (rc != 0)

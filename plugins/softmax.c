@@ -30,7 +30,9 @@ static int logits(softmax *m, const lk_batch *b) {
 
 static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
                    bool keep) {
-  int rc = model_check_labels(m->host, b, m->outputs);
+  int rc = model_check_x(m->host, b, m->inputs);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, m->outputs);
   if (rc == 0)
     rc = logits(m, b);
   if (rc != 0)

@@ -39,7 +39,8 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
  * EXIT_USAGE). */
 int cli_open_model(const cli_model_args *a, lk_run **run);
 /* The exit status of library code RC: EXIT_USAGE for a config or a
- * checkpoint that does not fit, EXIT_FAILED otherwise. */
+ * checkpoint that does not fit or a plugin without the entry needed,
+ * EXIT_FAILED otherwise. */
 int cli_model_status(int rc);
 
 /* plot.c: draws RUN_DIR/metrics.csv into OUT (.png or .svg). 0 or

@@ -69,5 +69,6 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
 }
 
 int cli_model_status(int rc) {
-  return rc == LK_ECONFIG || rc == LK_EFORMAT ? EXIT_USAGE : EXIT_FAILED;
+  return rc == LK_ECONFIG || rc == LK_EFORMAT || rc == LK_EKIND ? EXIT_USAGE
+                                                                : EXIT_FAILED;
 }
