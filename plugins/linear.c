@@ -15,8 +15,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                           (size_t)lk_opt_int(o, "outputs"), false, self);
 }
 
-static int check(linear *m, const lk_batch *b) {
-  const lk_tensor *x = &b->x, *y = &b->y;
+static int check_x(linear *m, const lk_batch *b) {
+  const lk_tensor *x = &b->x;
   size_t n = b->size;
   char got[96];
   bool real_x = x->dtype == LK_F32 || x->dtype == LK_F64;
@@ -30,6 +30,16 @@ static int check(linear *m, const lk_batch *b) {
                : lk_fail(m->host, LK_EINVAL,
                          "x: expected f32 [%zu, %zu], got %s", n, m->inputs,
                          model_shape(x, got, sizeof got));
+  return 0;
+}
+
+static int check(linear *m, const lk_batch *b) {
+  const lk_tensor *y = &b->y;
+  size_t n = b->size;
+  char got[96];
+  int rc = check_x(m, b);
+  if (rc != 0)
+    return rc;
   bool real_y = y->dtype == LK_F32 || y->dtype == LK_F64;
   bool shape_y = m->outputs == 1
                      ? y->ndim == 1 || (y->ndim == 2 && y->shape[1] == 1)
@@ -55,6 +65,14 @@ static const float *x_f32(linear *m, const lk_batch *b) {
   return m->buf[XF];
 }
 
+/* buf[R] = the predictions for batch B, which has been checked. */
+static void predict(linear *m, const lk_batch *b) {
+  size_t n = b->size, o = m->outputs;
+  model_sgemm(false, true, n, o, m->inputs, 1, x_f32(m, b), m->inputs,
+              m->w->data, m->inputs, 0, m->buf[R], o);
+  model_bias_act(m->buf[R], m->b->data, n, o, MODEL_NONE);
+}
+
 static int forward(linear *m, const lk_batch *b, lk_step_result *out) {
   size_t n = b->size, o = m->outputs;
   int rc;
@@ -62,10 +80,8 @@ static int forward(linear *m, const lk_batch *b, lk_step_result *out) {
   if ((rc = check(m, b)) != 0 ||
       (rc = model_single_reserve(m, n, m->inputs, m->outputs)) != 0)
     return rc;
+  predict(m, b);
   float *r = m->buf[R];
-  model_sgemm(false, true, n, o, m->inputs, 1, x_f32(m, b), m->inputs,
-              m->w->data, m->inputs, 0, r, o);
-  model_bias_act(r, m->b->data, n, o, MODEL_NONE);
   double loss = 0;
   for (size_t i = 0; i < n * o; i++) {
     double y = b->y.dtype == LK_F32 ? ((const float *)b->y.data)[i]
@@ -75,6 +91,19 @@ static int forward(linear *m, const lk_batch *b, lk_step_result *out) {
   }
   out->has_loss = true;
   out->loss = loss / (double)(n * o);
+  return 0;
+}
+
+/* The predictions, f32 [B, outputs] (y is not read). */
+static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+  linear *m = self;
+  int rc;
+  m->ready = 0;
+  if ((rc = check_x(m, b)) != 0 ||
+      (rc = model_single_reserve(m, b->size, m->inputs, m->outputs)) != 0)
+    return rc;
+  predict(m, b);
+  *out = model_output("y", m->buf[R], b->size, m->outputs);
   return 0;
 }
 
@@ -110,7 +139,8 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step};
+                                     .validation_step = validation_step,
+                                     .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

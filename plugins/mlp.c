@@ -185,12 +185,13 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
-  size_t n = b->size, classes = m->layers[m->n_layers - 1].out;
+/* Every layer's activation for batch B (x checked); the last layer's are
+ * the logits. */
+static int layers_forward(mlp *m, const lk_batch *b) {
+  size_t n = b->size;
   int rc;
   m->ready = 0;
   if ((rc = model_check_x(m->host, b, m->layers[0].in)) != 0 ||
-      (rc = model_check_labels(m->host, b, classes)) != 0 ||
       (rc = reserve(m, n)) != 0)
     return rc;
   const float *x = b->x.data;
@@ -202,10 +203,32 @@ static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
                    l + 1 < m->n_layers ? m->act : MODEL_NONE);
     x = y->a;
   }
-  model_classify(x, b, classes, keep ? m->d[0] : NULL, out);
-  if (keep)
-    m->ready = n;
   return 0;
+}
+
+static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
+  const layer *last = &m->layers[m->n_layers - 1];
+  int rc = model_check_x(m->host, b, m->layers[0].in);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, last->out);
+  if (rc == 0)
+    rc = layers_forward(m, b);
+  if (rc != 0)
+    return rc;
+  model_classify(last->a, b, last->out, keep ? m->d[0] : NULL, out);
+  if (keep)
+    m->ready = b->size;
+  return 0;
+}
+
+/* The logits, f32 [B, classes]. */
+static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+  mlp *m = self;
+  const layer *last = &m->layers[m->n_layers - 1];
+  int rc = layers_forward(m, b);
+  if (rc == 0)
+    *out = model_output("logits", last->a, b->size, last->out);
+  return rc;
 }
 
 static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
@@ -256,7 +279,8 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step};
+                                     .validation_step = validation_step,
+                                     .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

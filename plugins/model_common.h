@@ -413,6 +413,19 @@ static inline int model_check_labels(lk_host *host, const lk_batch *b,
   return 0;
 }
 
+/* What predict_step gives: the plugin's f32 [N, WIDTH] at DATA, named
+ * "logits" for a classifier's class scores (loopkit predict turns them
+ * into probabilities) or anything else for a regression's outputs. */
+static inline lk_tensor model_output(const char *name, float *data, size_t n,
+                                     size_t width) {
+  return (lk_tensor){.name = name,
+                     .dtype = LK_F32,
+                     .ndim = 2,
+                     .shape = {n, width},
+                     .numel = n * width,
+                     .data = data};
+}
+
 /* A 64-byte aligned block of N floats (NULL if out of memory). */
 static inline float *model_alloc(size_t n) {
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;

@@ -674,12 +674,12 @@ static int layer_backward(seq *m, seq_layer *l, float *dinp, const float *dout,
   }
 }
 
-static int forward(seq *m, const lk_batch *b, lk_step_result *out,
-                   bool training) {
+/* Every layer forward on batch B (x checked): the last one's y holds the
+ * logits. */
+static int layers_forward(seq *m, const lk_batch *b, bool training) {
   int rc;
   m->ready = 0;
-  if ((rc = model_check_x(m->host, b, m->layers[0].in_numel)) != 0 ||
-      (rc = model_check_labels(m->host, b, m->classes)) != 0)
+  if ((rc = model_check_x(m->host, b, m->layers[0].in_numel)) != 0)
     return rc;
   if (b->size > (size_t)INT_MAX / m->max_numel)
     return lk_fail(m->host, LK_EINVAL, "a batch of %zu is too large", b->size);
@@ -693,10 +693,23 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
       return kit_failed(m, i, l);
     x = l->y;
   }
+  return 0;
+}
+
+static int forward(seq *m, const lk_batch *b, lk_step_result *out,
+                   bool training) {
+  int rc = model_check_x(m->host, b, m->layers[0].in_numel);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, m->classes);
+  if (rc == 0)
+    rc = layers_forward(m, b, training);
+  if (rc != 0)
+    return rc;
+  int n = (int)b->size;
   double loss;
   int correct;
-  if (lk_nn_crossentropy(m->nn, &loss, NULL, x, b->y.data, n, (int)m->classes,
-                         1, &correct) != 0)
+  if (lk_nn_crossentropy(m->nn, &loss, NULL, m->layers[m->n_layers - 1].y,
+                         b->y.data, n, (int)m->classes, 1, &correct) != 0)
     return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
   out->has_loss = true;
   out->loss = loss;
@@ -704,6 +717,17 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
   if (training)
     m->ready = b->size;
   return 0;
+}
+
+/* The logits, f32 [B, classes], as in evaluation (running statistics, no
+ * dropout). */
+static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+  seq *m = self;
+  int rc = layers_forward(m, b, false);
+  if (rc == 0)
+    *out = model_output("logits", m->layers[m->n_layers - 1].y, b->size,
+                        m->classes);
+  return rc;
 }
 
 static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
@@ -775,7 +799,8 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step};
+                                     .validation_step = validation_step,
+                                     .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

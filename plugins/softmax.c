@@ -14,23 +14,42 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                           (size_t)lk_opt_int(o, "classes"), true, self);
 }
 
-static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
-                   bool keep) {
+/* buf[Z] = the logits of batch B, x checked. */
+static int logits(softmax *m, const lk_batch *b) {
   size_t n = b->size;
   int rc;
   m->ready = 0;
   if ((rc = model_check_x(m->host, b, m->inputs)) != 0 ||
-      (rc = model_check_labels(m->host, b, m->outputs)) != 0)
-    return rc;
-  if ((rc = model_single_reserve(m, n, m->outputs, m->outputs)) != 0)
+      (rc = model_single_reserve(m, n, m->outputs, m->outputs)) != 0)
     return rc;
   model_sgemm(false, true, n, m->outputs, m->inputs, 1, b->x.data, m->inputs,
               m->w->data, m->inputs, 0, m->buf[Z], m->outputs);
   model_bias_act(m->buf[Z], m->b->data, n, m->outputs, MODEL_NONE);
+  return 0;
+}
+
+static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
+                   bool keep) {
+  int rc = model_check_x(m->host, b, m->inputs);
+  if (rc == 0)
+    rc = model_check_labels(m->host, b, m->outputs);
+  if (rc == 0)
+    rc = logits(m, b);
+  if (rc != 0)
+    return rc;
   model_classify(m->buf[Z], b, m->outputs, keep ? m->buf[D] : NULL, out);
   if (keep)
-    m->ready = n;
+    m->ready = b->size;
   return 0;
+}
+
+/* The logits, f32 [B, classes]. */
+static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+  softmax *m = self;
+  int rc = logits(m, b);
+  if (rc == 0)
+    *out = model_output("logits", m->buf[Z], b->size, m->outputs);
+  return rc;
 }
 
 static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
@@ -57,7 +76,8 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step};
+                                     .validation_step = validation_step,
+                                     .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

@@ -64,7 +64,11 @@ static int same_metrics(const lk_step_result *a, const lk_step_result *b,
 
 /* ---- evaluation of the validation and test splits ------------------------ */
 
-int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
+/* HOOKS: the validation's own (on_validation_start) are called; outside
+ * training (lk_run_evaluate) no callback is, since it would act on a run
+ * that is not there. */
+static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
+                    lk_step_result *mean) {
   int (*fn)(void *, const lk_batch *, lk_step_result *) =
       split == LK_SPLIT_TEST ? run->calls.test_step
                              : run->calls.validation_step;
@@ -84,7 +88,7 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
   if (nb == 0)
     return 0;
   /* Only a validation that runs is announced: on_validation_end follows. */
-  if (split == LK_SPLIT_VAL &&
+  if (split == LK_SPLIT_VAL && hooks &&
       (rc = lk__hooks_call(&run->env.reg, LK__ON_VALIDATION_START,
                            (lk__hook_arg){0})) != 0)
     return rc;
@@ -143,4 +147,20 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
     mean->metrics[m].value = sums[m] / samples;
   *ran = true;
   return 0;
+}
+
+int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {
+  return evaluate(run, split, true, ran, mean);
+}
+
+int lk_run_evaluate(lk_run *run, lk_split split, bool *ran,
+                    lk_step_result *mean) {
+  if (split != LK_SPLIT_VAL && split != LK_SPLIT_TEST)
+    return lk__err(LK_EINVAL, "evaluate: split %d is not val or test",
+                   (int)split);
+  *ran = false;
+  if (!lk__role(run, LK__KIND_DATA))
+    return lk__err(LK_ECONFIG, "the config names no data plugin: there is "
+                               "nothing to evaluate ([plugins] data)");
+  return evaluate(run, split, false, ran, mean);
 }

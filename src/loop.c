@@ -6,7 +6,9 @@
  * run->state, which every checkpoint carries. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run_private.h"
 
@@ -400,10 +402,70 @@ static uint64_t last_epoch(const lk__progress *p) {
   return p->batch == 0 && p->epoch > 0 ? p->epoch - 1 : p->epoch;
 }
 
+/* Whether the test split has batches (and a step to test them). */
+static int has_test(lk_run *run, bool *yes) {
+  const lk__instance *data = lk__role(run, LK__KIND_DATA);
+  size_t nb = 0;
+  *yes = false;
+  if (!data || !run->calls.test_step)
+    return 0;
+  uint64_t mark = lk__err_mark();
+  int rc = run->calls.data_epoch(data->self, LK_SPLIT_TEST,
+                                 run->state.progress.epoch, &nb);
+  if (rc != 0)
+    return lk__entry_failed(rc, mark, "epoch of data plugin %s", data->name);
+  *yes = nb > 0;
+  return 0;
+}
+
+/* [loop] test_ckpt = best: the trained model kept aside in *KEPT and
+ * best.ckpt's loaded in its place (the checkpoints callbacks asked for are
+ * written first: best.ckpt may be one). */
+static int load_best(lk_run *run, lk__model_copy **kept) {
+  bool test;
+  int rc = has_test(run, &test);
+  if (rc != 0 || !test)
+    return rc;
+  if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
+    return rc;
+  char *path = lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (access(path, F_OK) != 0)
+    rc = lk__err(LK_ESTATE,
+                 "[loop] test_ckpt = best, but %s was never written: the "
+                 "checkpoint callback kept no checkpoint (was its monitor "
+                 "ever checked and finite?)",
+                 path);
+  if (rc == 0)
+    rc = lk__model_keep(run, kept);
+  if (rc == 0 && (rc = lk_run_load_params(run, path)) != 0) {
+    lk__model_restore(*kept);
+    lk__model_copy_free(*kept);
+    *kept = NULL;
+  }
+  if (rc == 0)
+    lk__log(&run->env, LK_LOG_INFO, "testing %s ([loop] test_ckpt = best)",
+            path);
+  free(path);
+  return rc;
+}
+
+/* The test, on the trained model or on best.ckpt's, which then gives the
+ * trained model back to the last checkpoint. */
 static int test(lk_run *run) {
-  bool ran;
+  bool ran = false;
   lk_step_result mean;
-  int rc = run->calls.test(run, LK_SPLIT_TEST, &ran, &mean);
+  lk__model_copy *kept = NULL;
+  int rc = 0;
+  if (run->loop.test_ckpt == LK__TEST_BEST)
+    rc = load_best(run, &kept);
+  if (rc == 0)
+    rc = run->calls.test(run, LK_SPLIT_TEST, &ran, &mean);
+  if (kept) {
+    lk__model_restore(kept);
+    lk__model_copy_free(kept);
+  }
   if (rc != 0 || !ran)
     return rc;
   lk__named row = {.n = 0};

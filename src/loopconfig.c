@@ -46,7 +46,12 @@
   X(threads, threads, LK_OPT_INT, "0", 0,                                      \
     "threads a plugin's kernels use (lk_host_threads); 0: one per CPU the "    \
     "process may run on",                                                      \
-    NULL)
+    NULL)                                                                      \
+  X(test_ckpt, test_ckpt, LK_OPT_ENUM, "last", 0,                              \
+    "the parameters the test at the end of training runs on: last, the "       \
+    "trained ones; best, best.ckpt's (a checkpoint callback's best by its "    \
+    "monitor, as Lightning's ckpt_path=\"best\")",                             \
+    "last|best")
 
 static const lk_option loop_keys[] = {
 #define AS_OPTION(KEY, FIELD, TYPE, DEF, MIN, HELP, CHOICES)                   \
@@ -116,12 +121,20 @@ static int loop_value(const lk_config *cfg, size_t k, lk__loop_config *l) {
     return 0;
   }
   case LK_OPT_ENUM:
-    if (strcmp(v, "norm") != 0 && strcmp(v, "value") != 0)
-      return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected one of %s",
-                     where, o->name, v, o->choices);
-    i = strcmp(v, "norm") == 0 ? LK__CLIP_NORM : LK__CLIP_VALUE;
-    memcpy(field, &i, sizeof i);
-    return 0;
+    /* The value's position among the choices: the field's enum. */
+    i = 0;
+    for (const char *c = o->choices;; i++) {
+      size_t len = strcspn(c, "|");
+      if (strlen(v) == len && strncmp(c, v, len) == 0) {
+        memcpy(field, &i, sizeof i);
+        return 0;
+      }
+      if (!c[len])
+        break;
+      c += len + 1;
+    }
+    return lk__err(LK_ECONFIG, "%s: loop.%s = \"%s\": expected one of %s",
+                   where, o->name, v, o->choices);
   default: break;
   }
   return LK_EINVAL;

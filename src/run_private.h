@@ -39,7 +39,11 @@ typedef struct lk__loop_config {
   int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
   int64_t log_every; /* steps between progress lines in the log */
   int64_t threads;   /* 0: one per CPU */
+  int64_t test_ckpt; /* LK__TEST_LAST or LK__TEST_BEST */
 } lk__loop_config;
+
+/* [loop] test_ckpt, in the order of its choices. */
+enum { LK__TEST_LAST, LK__TEST_BEST };
 
 /* Parses and checks [loop] of CFG into L. */
 int lk__loop_config_parse(const lk_config *cfg, lk__loop_config *l);
@@ -173,6 +177,16 @@ int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean);
 /* A step result is the plugin's: checked before anything uses it. */
 int lk__check_result(const lk_step_result *r, const char *entry,
                      const char *plugin);
+
+/* ---- predict.c ----------------------------------------------------------- */
+
+/* The model's tensors (every parameter, the model plugins' states) kept
+ * aside, then put back: the test on best.ckpt leaves the trained model
+ * as it was for the last checkpoint. */
+typedef struct lk__model_copy lk__model_copy;
+int lk__model_keep(const lk_run *run, lk__model_copy **out);
+void lk__model_restore(const lk__model_copy *c);
+void lk__model_copy_free(lk__model_copy *c);
 
 /* ---- loop.c -------------------------------------------------------------- */
 

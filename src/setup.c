@@ -206,6 +206,49 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   return rc;
 }
 
+/* ---- [loop] test_ckpt ------------------------------------------------------
+ */
+
+static bool declares(const lk_descriptor *d, const char *option) {
+  for (const lk_option *o = d->options; o && o->name; o++)
+    if (strcmp(o->name, option) == 0)
+      return true;
+  return false;
+}
+
+/* test_ckpt = best tests best.ckpt, which a checkpoint callback writes:
+ * one that keeps the best checkpoints by a monitored metric (it has the
+ * options monitor and save_top_k, as the bundled checkpoint and
+ * Lightning's ModelCheckpoint) and keeps at least one. Only rank 0 writes
+ * checkpoints, so the other processes would have nothing to load. */
+static int check_test_ckpt(const lk_run *run, const lk_config *cfg) {
+  if (run->loop.test_ckpt != LK__TEST_BEST)
+    return 0;
+  const lk_config_entry *e = lk_config_find(cfg, "loop", "test_ckpt");
+  const char *where = e ? e->where : lk__config_path(cfg);
+  const lk__registry *reg = &run->env.reg;
+  bool found = false;
+  for (size_t i = 0; i < reg->n_callbacks && !found; i++) {
+    const lk__instance *cb = reg->callbacks[i];
+    found = declares(cb->desc, "monitor") && declares(cb->desc, "save_top_k") &&
+            lk_opt_int(cb->opts, "save_top_k") != 0;
+  }
+  if (!found)
+    return lk__err(LK_ECONFIG,
+                   "%s: loop.test_ckpt = best needs a checkpoint callback "
+                   "that keeps the best checkpoint by a monitored metric "
+                   "([plugins] callbacks = checkpoint, with [checkpoint] "
+                   "monitor and save_top_k != 0); or test_ckpt = last",
+                   where);
+  if (run->env.world > 1)
+    return lk__err(LK_ECONFIG,
+                   "%s: loop.test_ckpt = best with %d processes: only rank "
+                   "0 writes best.ckpt; use test_ckpt = last, then loopkit "
+                   "test CONFIG --ckpt RUN_DIR/checkpoints/best.ckpt",
+                   where, run->env.world);
+  return 0;
+}
+
 /* ---- lk_run_new -----------------------------------------------------------
  */
 
@@ -258,6 +301,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = create(run, cfg);
   if (rc == 0)
     rc = lk__strategy_setup(run);
+  if (rc == 0)
+    rc = check_test_ckpt(run, cfg);
   if (rc == 0)
     rc = effective_config(run, cfg);
   if (rc == 0)

@@ -111,7 +111,10 @@ typedef struct lk_batch {
  * plugin owns (grad NULL), valid until its next call. A language model
  * (gpt) takes context tokens, x i32 [B, T] with T up to its block size,
  * and gives the logits of the token that follows each context, f32
- * [B, V]: what `loopkit generate` samples from. */
+ * [B, V]: what `loopkit generate` samples from. A classifier names its
+ * tensor "logits" ([B, classes]: loopkit predict writes the class and its
+ * softmax); any other name is a regression's output ([B, ...]: written as
+ * it is). */
 typedef struct lk_step_ops {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*validation_step)(void *self, const lk_batch *batch,

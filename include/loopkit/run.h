@@ -121,16 +121,37 @@ typedef void (*lk_gradcheck_fn)(void *user, const char *param,
 LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
                             lk_gradcheck_fn report, void *user);
 
-/* Using a trained model (loopkit generate), in a run set up with
- * no_run_dir. lk_run_load_params: every parameter of the run from
- * checkpoint CKPT, which must hold exactly the parameters the config's
- * model has (names, dtypes, shapes; its optimizer state is not read);
- * otherwise LK_EFORMAT naming CKPT and the parameter, and nothing is
- * loaded. lk_run_predict: the step plugin's predict_step (ABI 1.4) on
- * BATCH, OUT as it says (the plugin's tensor, [BATCH->size, ...], valid
- * until the next call); LK_EKIND when the plugin has none. */
+/* Using a trained model (loopkit generate, test, validate, predict), in a
+ * run set up with no_run_dir. lk_run_load_params: every parameter of the
+ * run, and every state of the model's plugins (the step's and the
+ * backward's: batch norm's running statistics), from checkpoint CKPT,
+ * which must hold exactly the ones the config's model has (names, dtypes,
+ * shapes; the optimizer's and callbacks' state is not read); otherwise
+ * LK_EFORMAT naming CKPT and the tensor, and nothing is loaded. The model
+ * plugins' check_state then checks what they hold. lk_run_predict: the
+ * step plugin's predict_step (ABI 1.4) on BATCH, OUT as it says (the
+ * plugin's tensor, [BATCH->size, ...], valid until the next call);
+ * LK_EKIND when the plugin has none. */
 LK_API int lk_run_load_params(lk_run *run, const char *ckpt);
 LK_API int lk_run_predict(lk_run *run, const lk_batch *batch, lk_tensor *out);
+
+/* Evaluates split SPLIT (LK_SPLIT_VAL or LK_SPLIT_TEST) as training does
+ * at an epoch's end or after the last: the step plugin's validation_step
+ * (test_step for the test, when it has one) on every batch, MEAN the loss
+ * and metrics averaged over the samples. No callback is called and
+ * nothing is written. *RAN false when the split has no batches;
+ * LK_ECONFIG without a data plugin. */
+LK_API int lk_run_evaluate(lk_run *run, lk_split split, bool *ran,
+                           lk_step_result *mean);
+
+/* lk_run_predict on every batch of split SPLIT (LK_SPLIT_VAL or
+ * LK_SPLIT_TEST) in order, each output handed to EACH with its batch;
+ * a non-zero return of EACH stops and is returned. LK_ECONFIG without a
+ * data plugin; a split without batches calls EACH never. */
+typedef int (*lk_predict_fn)(void *user, const lk_batch *batch,
+                             const lk_tensor *out);
+LK_API int lk_run_predict_split(lk_run *run, lk_split split, lk_predict_fn each,
+                                void *user);
 
 /* "trained N steps (E epochs) in T s; last loss L; run directory D". */
 LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);

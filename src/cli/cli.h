@@ -18,6 +18,30 @@ int cli_gradcheck(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_new(int argc, char **argv);
 int cli_plot(int argc, char **argv);
+int cli_test(int argc, char **argv);
+int cli_validate(int argc, char **argv);
+int cli_predict(int argc, char **argv);
+
+/* model.c: the arguments of the commands that use a trained model
+ * (CONFIG --ckpt CKPT [--set S.K=V]... [-o FILE]), and the model they
+ * name. */
+#define CLI_MAX_SETS 256
+typedef struct cli_model_args {
+  const char *config, *ckpt, *out;
+  const char *sets[CLI_MAX_SETS];
+  int n_sets;
+} cli_model_args;
+/* 0, or -1 after cli_error (USAGE ends it); OUT: -o FILE is accepted. */
+int cli_model_args_parse(const char *cmd, const char *usage, int argc,
+                         char **argv, bool out, cli_model_args *a);
+/* The config's run, without a run directory, with the checkpoint's
+ * parameters: 0, or non-zero after cli_error (nothing was evaluated:
+ * EXIT_USAGE). */
+int cli_open_model(const cli_model_args *a, lk_run **run);
+/* The exit status of library code RC: EXIT_USAGE for a config or a
+ * checkpoint that does not fit or a plugin without the entry needed,
+ * EXIT_FAILED otherwise. */
+int cli_model_status(int rc);
 
 /* plot.c: draws RUN_DIR/metrics.csv into OUT (.png or .svg). 0 or
  * EXIT_FAILED after cli_error; EXIT_USAGE when built without cairo. */

@@ -53,6 +53,28 @@ static const cli_option generate_options[] = {
      "Override one key of the config (loop.threads, say)."},
     {NULL, NULL, NULL}};
 
+static const cli_option eval_options[] = {
+    {"--ckpt", "CKPT",
+     "The checkpoint whose parameters (and the model's states, such as batch "
+     "norm's running statistics) the model takes (required): it must hold "
+     "exactly those the config's model has. It is only read."},
+    {"--set", "SECTION.KEY=VALUE",
+     "Override one key of the config (repeatable; later wins): another "
+     "data file, say."},
+    {NULL, NULL, NULL}};
+
+static const cli_option predict_options[] = {
+    {"--ckpt", "CKPT",
+     "The checkpoint whose parameters the model takes (required), as for "
+     "test."},
+    {"-o", "FILE",
+     "Write the CSV to FILE (atomically: a temporary file, then a rename) "
+     "instead of the standard output (also --output FILE)."},
+    {"--set", "SECTION.KEY=VALUE",
+     "Override one key of the config (repeatable): the data file to "
+     "predict on, as the data plugin's test file (csv.test=FILE)."},
+    {NULL, NULL, NULL}};
+
 static const cli_option plot_options[] = {
     {"-o", "FILE",
      "Write FILE instead of RUN_DIR/curves.png; .png or .svg by its "
@@ -124,6 +146,36 @@ const cli_command cli_commands[] = {
      "a bad argument or config, a checkpoint that does not hold the "
      "model's parameters, a step plugin without predict_step.",
      generate_options},
+    {"test", "CONFIG.ini", "a checkpoint's metrics on the test split",
+     "Create the config's plugins (no run directory), load checkpoint "
+     "CKPT's model, evaluate the test split as training does after its "
+     "last epoch (the step plugin's test_step, or validation_step, on "
+     "every batch, averaged over the samples) and print each metric on a "
+     "line, NAME VALUE (%.17g), named as metrics.csv names them: "
+     "test_loss, test_acc. No callback runs and nothing is written: the "
+     "run that made the checkpoint is never touched. Exit status 2 when "
+     "nothing was evaluated: a bad argument or config, a checkpoint that "
+     "cannot be read or does not hold the model's parameters (another "
+     "model, another shape), a data plugin without a test split.",
+     eval_options},
+    {"validate", "CONFIG.ini",
+     "a checkpoint's metrics on the validation "
+     "split",
+     "The same as test on the validation split (validation_step): "
+     "val_loss, val_acc.",
+     eval_options},
+    {"predict", "CONFIG.ini", "a checkpoint's model's outputs, as CSV",
+     "Create the config's plugins (no run directory), load checkpoint "
+     "CKPT's model and write, for every sample of the test split in its "
+     "order (the config's test file, or the one --set gives), a CSV row of "
+     "the step plugin's predict_step output, after a header. A classifier "
+     "(its output is named logits: mlp, softmax, sequential) gives "
+     "index,pred,p0,p1,...: the predicted class (the largest logit, the "
+     "first on ties) and the softmax probabilities (%.17g); a regression "
+     "(linear) gives index,y0,y1,...: its outputs (%.9g for f32). Exit "
+     "status 2 when nothing was predicted (as for test, and a step plugin "
+     "without predict_step), 1 when the prediction failed.",
+     predict_options},
     {"plot", "RUN_DIR", "training curves from metrics.csv",
      "Draw RUN_DIR/metrics.csv as a grid of panels, one for every metric "
      "that has values (the GAN example's d_loss and g_loss too), the "

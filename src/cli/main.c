@@ -33,11 +33,12 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
-  } handlers[] = {{"train", cli_train},         {"plugins", cli_plugins},
-                  {"inspect", cli_inspect},     {"dump", cli_dump},
-                  {"export", cli_export},       {"gradcheck", cli_gradcheck},
-                  {"generate", cli_generate},   {"plot", cli_plot},
-                  {"new", cli_new}};
+  } handlers[] = {{"train", cli_train},       {"plugins", cli_plugins},
+                  {"inspect", cli_inspect},   {"dump", cli_dump},
+                  {"export", cli_export},     {"gradcheck", cli_gradcheck},
+                  {"generate", cli_generate}, {"plot", cli_plot},
+                  {"new", cli_new},           {"test", cli_test},
+                  {"validate", cli_validate}, {"predict", cli_predict}};
   for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
     if (!strcmp(cmd, handlers[i].name))
       return handlers[i].run(argc - 2, argv + 2);

@@ -1,0 +1,209 @@
+/* loopkit predict: a checkpoint's model on every sample of the test split
+ * (the config's, or the data file --set gives the data plugin), as a CSV
+ * file with a header and one row a sample, in the split's order:
+ *
+ *   index,pred,p0,p1,...   a classifier (predict_step's tensor is named
+ *                          "logits"): the class with the largest logit
+ *                          (the first on ties) and the softmax of the
+ *                          logits;
+ *   index,y0,y1,...        anything else (a regression): the outputs.
+ *
+ * Numbers are round-trip (%.17g for f64 and the probabilities, computed
+ * in double; %.9g for f32 outputs). -o FILE is written atomically (a
+ * temporary file beside it, then a rename): a failed prediction leaves no
+ * partial file. The run that made the checkpoint is only read. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char usage[] = "usage: loopkit predict CONFIG.ini --ckpt CKPT "
+                            "[-o FILE] [--set S.K=V]...";
+
+typedef struct writer {
+  FILE *f;
+  bool started, classify;
+  bool reported; /* a failure of the writer's, already told */
+  lk_dtype dtype;
+  size_t width; /* values a sample */
+  size_t rows;
+  double *p; /* [width]: a row's probabilities */
+} writer;
+
+static double value_at(const lk_tensor *t, size_t i) {
+  return t->dtype == LK_F32 ? (double)((const float *)t->data)[i]
+                            : ((const double *)t->data)[i];
+}
+
+/* The header, from the first batch's output: what every batch must give. */
+static int start(writer *w, const lk_tensor *out) {
+  w->classify = out->name && strcmp(out->name, "logits") == 0;
+  w->dtype = out->dtype;
+  w->width = out->numel / out->shape[0];
+  if (out->dtype != LK_F32 && out->dtype != LK_F64) {
+    cli_error("predict: the model's predict_step gives %s values: expected "
+              "f32 or f64",
+              lk_dtype_name(out->dtype) ? lk_dtype_name(out->dtype) : "?");
+    w->reported = true;
+    return LK_EPLUGIN;
+  }
+  if (w->classify && !(w->p = malloc(w->width * sizeof *w->p))) {
+    cli_error("predict: out of memory");
+    w->reported = true;
+    return LK_ENOMEM;
+  }
+  fputs(w->classify ? "index,pred" : "index", w->f);
+  for (size_t j = 0; j < w->width; j++)
+    fprintf(w->f, ",%s%zu", w->classify ? "p" : "y", j);
+  fputc('\n', w->f);
+  w->started = true;
+  return 0;
+}
+
+/* One classifier row from LOGITS[i*width ...]: argmax and softmax, from the
+ * row's maximum so that exp never overflows. */
+static int classify_row(writer *w, const lk_tensor *out, size_t i) {
+  size_t arg = 0, base = i * w->width;
+  for (size_t j = 0; j < w->width; j++) {
+    double z = value_at(out, base + j);
+    if (!isfinite(z)) {
+      cli_error("predict: logit %zu of sample %zu is %g", j, w->rows, z);
+      w->reported = true;
+      return LK_ENONFINITE;
+    }
+    if (z > value_at(out, base + arg))
+      arg = j;
+  }
+  double top = value_at(out, base + arg), sum = 0;
+  for (size_t j = 0; j < w->width; j++)
+    sum += w->p[j] = exp(value_at(out, base + j) - top);
+  fprintf(w->f, "%zu,%zu", w->rows, arg);
+  for (size_t j = 0; j < w->width; j++)
+    fprintf(w->f, ",%.17g", w->p[j] / sum);
+  fputc('\n', w->f);
+  return 0;
+}
+
+static int each(void *user, const lk_batch *batch, const lk_tensor *out) {
+  writer *w = user;
+  (void)batch;
+  int rc = w->started ? 0 : start(w, out);
+  if (rc != 0)
+    return rc;
+  if (out->dtype != w->dtype || out->numel / out->shape[0] != w->width ||
+      (out->name && strcmp(out->name, "logits") == 0) != w->classify) {
+    cli_error("predict: the model's predict_step gave %zu values a sample "
+              "at sample %zu, %zu before",
+              out->numel / out->shape[0], w->rows, w->width);
+    w->reported = true;
+    return LK_EPLUGIN;
+  }
+  for (size_t i = 0; i < out->shape[0]; i++, w->rows++) {
+    if (w->classify) {
+      if ((rc = classify_row(w, out, i)) != 0)
+        return rc;
+      continue;
+    }
+    fprintf(w->f, "%zu", w->rows);
+    for (size_t j = 0; j < w->width; j++)
+      fprintf(w->f, w->dtype == LK_F32 ? ",%.9g" : ",%.17g",
+              value_at(out, i * w->width + j));
+    fputc('\n', w->f);
+  }
+  if (ferror(w->f)) {
+    cli_error("predict: cannot write the predictions: %s", strerror(errno));
+    w->reported = true;
+    return LK_EIO;
+  }
+  return 0;
+}
+
+/* -o FILE must not be a file the prediction reads. */
+static int check_out(const cli_model_args *a) {
+  struct stat o, s;
+  if (stat(a->out, &o) != 0)
+    return 0;
+  const char *inputs[] = {a->ckpt, a->config};
+  for (int i = 0; i < 2; i++)
+    if (stat(inputs[i], &s) == 0 && s.st_dev == o.st_dev &&
+        s.st_ino == o.st_ino) {
+      cli_error("predict: -o %s is the %s itself: refusing to overwrite it",
+                a->out, i ? "config" : "checkpoint");
+      return -1;
+    }
+  return 0;
+}
+
+/* Predicts into W->f; the status. */
+static int predict(lk_run *run, writer *w, const char *config) {
+  int rc = lk_run_predict_split(run, LK_SPLIT_TEST, each, w);
+  if (rc != 0) {
+    if (!w->reported)
+      cli_error("predict: %s", lk_last_error());
+    /* Once rows are written or the model's outputs are wrong, the
+     * prediction started and failed. */
+    return w->rows || w->reported ? EXIT_FAILED : cli_model_status(rc);
+  }
+  if (w->rows == 0) {
+    const lk_descriptor *d = NULL;
+    lk_run_instance(run, "data", &d);
+    cli_error("predict: data plugin %s has no test split in %s: give it a "
+              "data file with --set (see loopkit inspect %s)",
+              d ? d->name : "?", config, d ? d->name : "NAME");
+    return EXIT_USAGE;
+  }
+  return 0;
+}
+
+int cli_predict(int argc, char **argv) {
+  cli_model_args a = {0};
+  if (cli_model_args_parse("predict", usage, argc, argv, true, &a) != 0 ||
+      (a.out && check_out(&a) != 0))
+    return EXIT_USAGE;
+  lk_run *run = NULL;
+  if (cli_open_model(&a, &run) != 0)
+    return EXIT_USAGE;
+  char *tmp = NULL;
+  writer w = {.f = stdout};
+  if (a.out) {
+    size_t len = strlen(a.out) + 32;
+    if ((tmp = malloc(len)))
+      snprintf(tmp, len, "%s.tmp-%ld", a.out, (long)getpid());
+    if (!tmp || !(w.f = fopen(tmp, "w"))) {
+      cli_error("predict: cannot write %s: %s", tmp ? tmp : a.out,
+                strerror(errno));
+      free(tmp);
+      lk_run_free(run);
+      return EXIT_USAGE;
+    }
+  }
+  int status = predict(run, &w, a.config);
+  if (fflush(w.f) != 0 || ferror(w.f)) {
+    if (status == 0)
+      cli_error("predict: cannot write %s: %s", a.out ? tmp : "the output",
+                strerror(errno));
+    status = status ? status : EXIT_FAILED;
+  }
+  if (a.out) {
+    if (fclose(w.f) != 0 && status == 0) {
+      cli_error("predict: cannot write %s: %s", tmp, strerror(errno));
+      status = EXIT_FAILED;
+    }
+    if (status == 0 && rename(tmp, a.out) != 0) {
+      cli_error("predict: cannot rename %s to %s: %s", tmp, a.out,
+                strerror(errno));
+      status = EXIT_FAILED;
+    }
+    if (status != 0)
+      unlink(tmp);
+  }
+  free(tmp);
+  free(w.p);
+  lk_run_free(run);
+  return status;
+}
