@@ -77,7 +77,8 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
     rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
   if (rc == 0 && s->amsgrad)
     rc = optim_param_states(&s->c, "max_exp_avg_sq", s->max_exp_avg_sq);
-  if (rc == 0 && lk_nn_create(&s->nn, lk_host_threads(host), 0) != 0)
+  if (rc == 0 &&
+      lk_nn_create(&s->nn, lk_host_threads(host), LK_NN_NO_BLAS) != 0)
     rc = lk_fail(host, LK_ENOMEM, "out of memory for %d threads",
                  lk_host_threads(host));
   if (rc != 0) {
