@@ -31,6 +31,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1936,6 +1937,55 @@ static void context(void **state) {
   lk_nn_free(NULL);
 }
 
+/* lk_nn_parallel: every task runs once, on a thread below the count, with
+ * two contexts of one thread count sharing the pool; a call from inside a
+ * task runs on the caller; bad arguments are refused. */
+typedef struct par {
+  lk_nn *nn;
+  int threads, runs[64];
+  _Atomic int bad_thread;
+  int inner[64];
+} par;
+
+static void inner_task(void *ctx, int task, int thread) {
+  (void)thread;
+  ((int *)ctx)[task] += 1;
+}
+
+static void par_task(void *ctx, int task, int thread) {
+  par *p = ctx;
+  if (thread < 0 || thread >= p->threads)
+    atomic_store(&p->bad_thread, 1);
+  p->runs[task]++;
+  if (task == 7) /* nested: the pool is busy, so it runs here */
+    lk_nn_parallel(p->nn, 64, inner_task, p->inner);
+}
+
+static void parallel_tasks(void **state) {
+  (void)state;
+  lk_nn *a, *b;
+  assert_int_equal(lk_nn_create(&a, 2, LK_NN_NO_BLAS), 0);
+  assert_int_equal(lk_nn_create(&b, 2, LK_NN_NO_BLAS), 0);
+  for (int round = 0; round < 2; round++) {
+    par p = {.nn = round ? b : a, .threads = 2};
+    assert_int_equal(lk_nn_parallel(p.nn, 64, par_task, &p), 0);
+    for (int i = 0; i < 64; i++) {
+      assert_int_equal(p.runs[i], 1);
+      assert_int_equal(p.inner[i], 1);
+    }
+    assert_int_equal(atomic_load(&p.bad_thread), 0);
+  }
+  lk_nn_free(a); /* b keeps the shared pool running */
+  par p = {.nn = b, .threads = 2};
+  assert_int_equal(lk_nn_parallel(b, 64, par_task, &p), 0);
+  assert_int_equal(p.runs[63], 1);
+  assert_int_equal(lk_nn_parallel(b, 0, par_task, &p), 0);
+  assert_int_equal(lk_nn_parallel(b, -1, par_task, &p), LK_EINVAL);
+  assert_int_equal(lk_nn_parallel(b, 1, NULL, &p), LK_EINVAL);
+  assert_int_equal(lk_nn_parallel(NULL, 1, par_task, &p), LK_EINVAL);
+  lk_nn_free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(context),
@@ -1950,6 +2000,7 @@ int main(void) {
       cmocka_unit_test(workspace_limit),
       cmocka_unit_test(dropout_masks),
       cmocka_unit_test(flatten_shapes),
+      cmocka_unit_test(parallel_tasks),
   };
   return cmocka_run_group_tests_name("nn", tests, load_refs, free_refs);
 }
