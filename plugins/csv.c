@@ -290,8 +290,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 }
 
 static const lk_option options[] = {
-    {"path", LK_OPT_STRING, NULL, "the training CSV file", NULL},
-    {"test", LK_OPT_STRING, "", "the test CSV file (empty: no test split)",
+    {"path", LK_OPT_PATH, NULL, "the training CSV file", NULL},
+    {"test", LK_OPT_PATH, "", "the test CSV file (empty: no test split)",
      NULL},
     {"header", LK_OPT_BOOL, "true", "the first line names the columns", NULL},
     {"label_column", LK_OPT_INT, "-1",

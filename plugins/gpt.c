@@ -685,7 +685,7 @@ static const lk_option options[] = {
      "[0, 1)"},
     {"bias", LK_OPT_BOOL, "true", "biases in the linear and LayerNorm layers",
      NULL},
-    {"init", LK_OPT_STRING, "",
+    {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors with nanoGPT's state_dict names "
      "and shapes (F32 or F64; lm_head.weight, the tied head, is ignored); "
      "empty: nanoGPT's init from the seed",

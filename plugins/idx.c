@@ -256,7 +256,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 }
 
 static const lk_option options[] = {
-    {"dir", LK_OPT_STRING, "/usr/share/datasets/fashion-mnist",
+    {"dir", LK_OPT_PATH, "/usr/share/datasets/fashion-mnist",
      "directory of train-images-idx3-ubyte, train-labels-idx1-ubyte, "
      "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each with or "
      "without .gz",

@@ -270,7 +270,7 @@ static const lk_option options[] = {
      "sizes: inputs, hidden layers..., classes (whole numbers; classes >= 2)",
      "[1, 16777216]"},
     {"activation", LK_OPT_ENUM, "relu", "between the layers", "relu|tanh"},
-    {"init", LK_OPT_STRING, "",
+    {"init", LK_OPT_PATH, "",
      "initial weights: a FILE.safetensors holding layer<i>.weight [out, in] "
      "and layer<i>.bias [out] (F32 or F64, nothing else), or a raw "
      "little-endian f32 file of every layer's weight then bias (torch's "

@@ -789,7 +789,7 @@ static const lk_option options[] = {
      "avgpool2d, batchnorm2d, batchnorm1d, layernorm, relu, gelu, tanh, "
      "sigmoid, dropout, flatten, linear (see loopkit.ini(5))",
      NULL},
-    {"init", LK_OPT_STRING, "",
+    {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
      "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
      "named_parameters(), F32 or F64; not its buffers), or a raw "

@@ -200,7 +200,7 @@ static int batch(void *self, lk_split split, size_t index, lk_batch *out) {
 }
 
 static const lk_option options[] = {
-    {"path", LK_OPT_STRING, "/usr/share/doc/jargon-text/jargon.txt.gz",
+    {"path", LK_OPT_PATH, "/usr/share/doc/jargon-text/jargon.txt.gz",
      "the text file, gzip-compressed or not (default: the Jargon File, "
      "Debian's jargon-text)",
      NULL},

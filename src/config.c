@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -21,7 +22,8 @@
  * a value is one malloc and one free. */
 typedef struct item {
   lk_config_entry pub;
-  size_t sec; /* index into lk_config.secs */
+  size_t sec;     /* index into lk_config.secs */
+  bool from_file; /* a line of the file, not --set or lk_config_put */
   char text[];
 } item;
 
@@ -32,6 +34,7 @@ typedef struct section_info {
 
 struct lk_config {
   char *path;
+  char *dir;    /* the file's directory, absolute; NULL: the current one */
   item **items; /* pointers, so entries stay put when others are added */
   size_t n, cap;
   section_info *secs;
@@ -133,6 +136,7 @@ static item *item_new(size_t sec, const char *section, const char *key,
   it->pub.value = memcpy(p += lk, value, lv);
   it->pub.where = memcpy(p += lv, where, lw);
   it->sec = sec;
+  it->from_file = false;
   return it;
 }
 
@@ -159,7 +163,7 @@ static int add_section(lk_config *cfg, const char *name, const char *where,
 /* Inserts a new entry after the last one of its section (or of the
  * sections before it). Callers check that the key is not there yet. */
 static int add_item(lk_config *cfg, const char *section, const char *key,
-                    const char *value, const char *where) {
+                    const char *value, const char *where, bool from_file) {
   if (grow((void **)&cfg->items, &cfg->cap, cfg->n + 1, sizeof *cfg->items) !=
       0)
     return lk__err(LK_ENOMEM, "out of memory");
@@ -168,6 +172,7 @@ static int add_item(lk_config *cfg, const char *section, const char *key,
   item *it = item_new(sec, section, key, value, where);
   if (!it)
     return lk__err(LK_ENOMEM, "out of memory");
+  it->from_file = from_file;
   if (new_sec) {
     int rc = add_section(cfg, section, where, &sec);
     if (rc != 0) {
@@ -191,7 +196,7 @@ static int put_checked(lk_config *cfg, const char *section, const char *key,
                        const char *value, const char *where) {
   size_t i;
   if (!find_item(cfg, section, key, &i))
-    return add_item(cfg, section, key, value, where);
+    return add_item(cfg, section, key, value, where, false);
   item *old = cfg->items[i];
   item *it = item_new(old->sec, section, key, value, where);
   if (!it)
@@ -201,14 +206,119 @@ static int put_checked(lk_config *cfg, const char *section, const char *key,
   return 0;
 }
 
+/* ---- paths ----------------------------------------------------------------
+ *
+ * A path in a config is relative to the file's directory, so that a config
+ * works from wherever it is run; one given with --set is relative to the
+ * current directory, as any path on a command line is. Both become
+ * absolute here, so that the plugin opens, and every message shows, the
+ * path actually tried. Symbolic links are not followed and ".." is kept:
+ * the path is the one the user wrote, made absolute. */
+
+/* BASE/REL with the "." components and repeated slashes of REL dropped. */
+static char *join(const char *base, const char *rel) {
+  size_t lb = strlen(base), lr = strlen(rel);
+  char *out = malloc(lb + lr + 2);
+  if (!out)
+    return NULL;
+  memcpy(out, base, lb);
+  while (lb > 1 && out[lb - 1] == '/')
+    lb--;
+  size_t n = lb;
+  for (const char *p = rel; *p;) {
+    const char *end = strchr(p, '/');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len && !(len == 1 && p[0] == '.')) {
+      if (n == 0 || out[n - 1] != '/')
+        out[n++] = '/';
+      memcpy(out + n, p, len);
+      n += len;
+    }
+    p += len + (end != NULL);
+  }
+  out[n] = '\0';
+  return out;
+}
+
+/* The current directory, allocated, or NULL (errno set). */
+static char *current_dir(void) {
+  for (size_t cap = 256; cap <= 65536; cap *= 2) {
+    char *buf = malloc(cap);
+    if (!buf)
+      return NULL;
+    if (getcwd(buf, cap))
+      return buf;
+    free(buf);
+    if (errno != ERANGE)
+      return NULL;
+  }
+  errno = ENAMETOOLONG;
+  return NULL;
+}
+
+/* The directory of the file NAME, absolute. NULL (errno set) when the
+ * current directory cannot be had (it was removed): the file's relative
+ * paths then cannot be resolved, which lk__config_abspath reports if the
+ * config has any. */
+static char *dir_of(const char *name) {
+  const char *slash = strrchr(name, '/');
+  char *dir = slash ? malloc((size_t)(slash - name) + 2) : lk__strdup(".");
+  if (!dir)
+    return NULL;
+  if (slash) {
+    size_t len = slash == name ? 1 : (size_t)(slash - name);
+    memcpy(dir, name, len);
+    dir[len] = '\0';
+  }
+  if (dir[0] == '/')
+    return dir;
+  char *cwd = current_dir();
+  char *abs = cwd ? join(cwd, dir) : NULL;
+  free(cwd);
+  free(dir);
+  return abs;
+}
+
 static int config_new(const char *path, lk_config **out) {
   lk_config *cfg = calloc(1, sizeof *cfg);
   if (!cfg || (path && !(cfg->path = lk__strdup(path)))) {
     free(cfg);
     return lk__err(LK_ENOMEM, "out of memory");
   }
+  /* Now, not when a path is resolved: what "the file's directory" means
+   * must not change if the host changes its directory in between. */
+  if (path && !(cfg->dir = dir_of(path)) && errno == ENOMEM) {
+    lk_config_free(cfg);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
   *out = cfg;
   return 0;
+}
+
+int lk__config_abspath(const lk_config *cfg, const lk_config_entry *e,
+                       const char *value, char **out) {
+  const item *it = e ? (const item *)(const void *)e : NULL;
+  bool from_file = it && it->from_file;
+  if (!*value || value[0] == '/') {
+    *out = lk__strdup(value);
+    return *out ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  }
+  char *base = NULL;
+  if (!from_file)
+    base = current_dir();
+  else if (cfg->dir)
+    base = lk__strdup(cfg->dir);
+  else
+    errno = ENOENT; /* the current directory was gone when it was read */
+  if (!base && errno != ENOMEM)
+    return lk__err(LK_EIO,
+                   "%s: cannot resolve the relative path \"%s\": the %s "
+                   "directory: %s",
+                   e ? e->where : "default", value,
+                   from_file ? "config file's" : "current", strerror(errno));
+  *out = base ? join(base, value) : NULL;
+  free(base);
+  return *out ? 0 : lk__err(LK_ENOMEM, "out of memory");
 }
 
 /* ---- parsing ------------------------------------------------------------- */
@@ -306,7 +416,7 @@ static int parse_assignment(parser *ps, char *s) {
   char *where = lk__asprintf("%s:%lu", ps->name, ps->line);
   if (!where)
     return lk__err(LK_ENOMEM, "out of memory");
-  int rc = add_item(cfg, section, key, value, where);
+  int rc = add_item(cfg, section, key, value, where, true);
   free(where);
   return rc;
 }
@@ -522,5 +632,6 @@ void lk_config_free(lk_config *cfg) {
   free(cfg->items);
   free(cfg->secs);
   free(cfg->path);
+  free(cfg->dir);
   free(cfg);
 }

@@ -80,6 +80,13 @@ const char *lk__config_section_where(const lk_config *cfg, const char *section);
 /* The path it was loaded from (or the name given to lk_config_parse). */
 const char *lk__config_path(const lk_config *cfg);
 
+/* VALUE, the value of path entry E (NULL: a default), made absolute in
+ * *OUT (allocated): a relative path of a line of the file is joined to the
+ * file's directory, any other (--set, lk_config_put, a default) to the
+ * current directory. An empty value stays empty. */
+int lk__config_abspath(const lk_config *cfg, const lk_config_entry *e,
+                       const char *value, char **out);
+
 /* Writes it back as INI, sections in order. */
 int lk__config_write(const lk_config *cfg, FILE *f);
 

@@ -206,11 +206,14 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
   snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
   int type;
   memcpy(&type, &o->type, sizeof type); /* any value, not just the enum's */
-  if (type < LK_OPT_INT || type > LK_OPT_DOUBLES)
+  int last = minor >= 4 ? LK_OPT_PATH : LK_OPT_DOUBLES; /* PATH: 1.4 */
+  if (type < LK_OPT_INT || type > last)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s has an unknown type %d "
-                   "(LK_OPT_INT to LK_OPT_DOUBLES are %d to %d)",
-                   name, path, k, shown, type, LK_OPT_INT, LK_OPT_DOUBLES);
+                   "(LK_OPT_INT to %s are %d to %d)",
+                   name, path, k, shown, type,
+                   last == LK_OPT_PATH ? "LK_OPT_PATH" : "LK_OPT_DOUBLES",
+                   LK_OPT_INT, last);
   if ((rc = check_option_string(ss, o->def, "default", k, shown, name, path)) !=
           0 ||
       (rc = check_option_string(ss, o->help, "help", k, shown, name, path)) !=

@@ -30,6 +30,7 @@ const char *lk_option_type_name(lk_option_type type) {
   case LK_OPT_STRING: return "string";
   case LK_OPT_ENUM: return "enum";
   case LK_OPT_DOUBLES: return "doubles";
+  case LK_OPT_PATH: return "path";
   }
   return "?";
 }
@@ -195,7 +196,8 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
     if (lk__parse_bool(text, &v->b) != 0)
       return lk__err(LK_ECONFIG, "expected true or false, got \"%s\"", text);
     break;
-  case LK_OPT_STRING: break;
+  case LK_OPT_STRING:
+  case LK_OPT_PATH: break; /* made absolute by the caller */
   case LK_OPT_ENUM:
     if (!enum_has(o->choices ? o->choices : "", text))
       return lk__err(LK_ECONFIG, "expected one of %s, got \"%s\"",
@@ -275,15 +277,19 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
     const lk_config_entry *e =
         cfg ? lk_config_find(cfg, section, o->name) : NULL;
     bool range;
+    char *abs = NULL;
+    if (o->type == LK_OPT_PATH && (e || o->def) &&
+        (rc = lk__config_abspath(cfg, e, e ? e->value : o->def, &abs)) != 0)
+      break;
     if (e) {
-      rc = parse_value(desc, v, e->value, &range);
+      rc = parse_value(desc, v, abs ? abs : e->value, &range);
       if (rc != 0 && range)
         rc = lk__err_prefix(rc, "%s: option %s.%s = %s", e->where, section,
                             o->name, e->value);
       else if (rc != 0)
         rc = lk__err_prefix(rc, "%s: option %s.%s", e->where, section, o->name);
     } else if (o->def) {
-      rc = parse_value(desc, v, o->def, &range);
+      rc = parse_value(desc, v, abs ? abs : o->def, &range);
       if (rc != 0)
         rc = lk__err_prefix(rc, "plugin %s: default of option %s%s%s",
                             desc->name, o->name, range ? " = " : "",
@@ -295,6 +301,7 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
                    desc->name, o->name, lk_option_type_name(o->type),
                    o->help ? o->help : "", section);
     }
+    free(abs);
   }
   if (rc != 0) {
     lk__options_free(opts);

@@ -45,8 +45,13 @@ typedef enum lk_option_type {
   LK_OPT_DOUBLE,
   LK_OPT_BOOL, /* true | false */
   LK_OPT_STRING,
-  LK_OPT_ENUM,   /* one of choices, "a|b|c" */
-  LK_OPT_DOUBLES /* comma list of doubles: "0.9,0.999" */
+  LK_OPT_ENUM,    /* one of choices, "a|b|c" */
+  LK_OPT_DOUBLES, /* comma list of doubles: "0.9,0.999" */
+  /* Since ABI 1.4: a file or directory the plugin reads, as a string. The
+   * host makes it absolute before create: a relative path written in a
+   * config file is relative to that file's directory, one given with --set
+   * (or a default) to the current directory. Empty stays empty. */
+  LK_OPT_PATH
 } lk_option_type;
 
 /* One declared option. def is the default as it would be written in a config

@@ -38,7 +38,7 @@ LK_API int lk_plugin_scan(int (*each)(void *user, const char *name,
 /* The installed plugin directory, compiled in. */
 LK_API const char *lk_plugin_dir(void);
 
-/* "int", "double", "bool", "string", "enum", "doubles". */
+/* "int", "double", "bool", "string", "enum", "doubles", "path". */
 LK_API const char *lk_option_type_name(lk_option_type type);
 
 /* ---- runs --------------------------------------------------------------- */
