@@ -164,6 +164,12 @@ int lk__resume(lk_run *run, const char *path, struct stat *st);
 
 /* The strategy's rank and world, then its setup. */
 int lk__strategy_setup(lk_run *run);
+
+/* ---- launcher.c: mpirun, srun ---------------------------------------------- */
+
+/* Under a launcher's K > 1 processes, refuses a config that names no
+ * strategy; on its ranks but 0, logs only errors from now on. */
+int lk__launcher_check(lk_run *run, const lk_config *cfg);
 /* Sums N values over the processes (nothing to do in one). */
 int lk__reduce_sum(lk_run *run, double *values, size_t n);
 /* A failed process stops the others, which would wait for it forever. */

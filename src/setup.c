@@ -296,6 +296,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   run->rd.lock_fd = -1;
   int rc = lk__loop_config_parse(cfg, &run->loop);
   if (rc == 0)
+    rc = lk__launcher_check(run, cfg);
+  if (rc == 0)
     rc = parse_plugins(run, cfg);
   if (rc == 0)
     rc = create(run, cfg);
