@@ -1,6 +1,8 @@
 /* csv: numeric CSV files, one sample a line: the label (or regression
  * target) in label_column, every other column a feature. Plain numbers
- * only (no quoting); blank lines are skipped. Every cell is checked at
+ * only (no quoting); blank lines are skipped, and so are the first
+ * skip_rows lines whatever they hold (scikit-learn's files start with a
+ * line of counts and class names). Every cell is checked at
  * create and a bad one is an error that names FILE:LINE:COLUMN and the text
  * found, so that a broken file never reaches training. */
 #include <ctype.h>
@@ -16,6 +18,7 @@ typedef struct reader {
   char delim;
   bool header, int_labels;
   int64_t label_option;
+  size_t skip_rows;    /* lines before the header (or the first row) */
   size_t ncols, label; /* known after the first line of the training file */
   int32_t max_label;
   const char *path; /* the file being parsed */
@@ -146,6 +149,10 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
     if (eol > p && eol[-1] == '\r')
       eol--;
     *eol = '\0';
+    if (line <= r->skip_rows) {
+      p = next;
+      continue;
+    }
     char *q = p;
     while (is_space(r, *q))
       q++;
@@ -206,7 +213,8 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
     p = next;
   }
   if (rc == 0 && rows == 0)
-    rc = lk_fail(r->host, LK_EFORMAT, "%s has no data rows", path);
+    rc = lk_fail(r->host, LK_EFORMAT, "%s has no data rows%s", path,
+                 r->skip_rows ? " after the lines skip_rows skips" : "");
   if (rc == 0)
     d->file[k].n = rows;
   d->file[k].path = path;
@@ -253,6 +261,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   reader r = {.host = host,
               .header = lk_opt_bool(o, "header"),
               .label_option = lk_opt_int(o, "label_column"),
+              .skip_rows = (size_t)lk_opt_int(o, "skip_rows"),
               .int_labels = strcmp(lk_opt_string(o, "labels"), "int") == 0};
   const char *path = lk_opt_string(o, "path"), *test = lk_opt_string(o, "test");
   int rc = delimiter_of(host, lk_opt_string(o, "delimiter"), &r.delim);
@@ -264,7 +273,14 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (rc != 0)
     return rc;
   d->y_dtype = r.int_labels ? LK_I32 : LK_F32;
-  rc = parse(&r, d, path, 0, d->limit);
+  d->test_split = lk_opt_double(o, "test_split");
+  if (d->test_split > 0 && *test)
+    rc = lk_fail(host, LK_ECONFIG,
+                 "test_split = %g and test = %s: the test split comes from "
+                 "one or the other",
+                 d->test_split, test);
+  if (rc == 0)
+    rc = parse(&r, d, path, 0, d->limit);
   if (rc == 0 && *test)
     rc = parse(&r, d, test, 1, 0);
   if (rc == 0)
@@ -291,9 +307,18 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 
 static const lk_option options[] = {
     {"path", LK_OPT_PATH, NULL, "the training CSV file", NULL},
-    {"test", LK_OPT_PATH, "", "the test CSV file (empty: no test split)",
-     NULL},
-    {"header", LK_OPT_BOOL, "true", "the first line names the columns", NULL},
+    {"test", LK_OPT_PATH, "", "the test CSV file (empty: no test split)", NULL},
+    {"header", LK_OPT_BOOL, "true",
+     "the first line (after skip_rows) names the columns", NULL},
+    {"skip_rows", LK_OPT_INT, "0",
+     "lines skipped at the start of each file, before the header or the "
+     "first row",
+     "[0, inf)"},
+    {"test_split", LK_OPT_DOUBLE, "0",
+     "fraction of the training file's samples held out as the test split, "
+     "the same ones every run (drawn from [loop] seed; apart from "
+     "val_split's); 0: the test file, if any",
+     "[0, 1)"},
     {"label_column", LK_OPT_INT, "-1",
      "the label's column, from 0; negative counts from the end (-1: last)",
      NULL},

@@ -1,6 +1,7 @@
 /* What the idx and csv data plugins share: the samples in memory as f32
  * rows, the three splits (validation held out of the training file, test
- * from a file of its own), normalization from training statistics only,
+ * from a file of its own or, with test_split, held out of the training
+ * file too), normalization from training statistics only,
  * per-epoch shuffling and batching. A plugin's reader fills file[0] (the
  * training file) and file[1] (the test file, n = 0 if none) and calls
  * data_setup; data_epoch, data_batch and data_destroy are then its entries.
@@ -60,6 +61,7 @@ typedef struct data_set {
   size_t batch_size, limit;
   bool shuffle, drop_last;
   double val_split;
+  double test_split; /* csv's: 0 unless the plugin declares it */
   int normalize;
   /* what the reader fills in */
   size_t features;
@@ -69,6 +71,7 @@ typedef struct data_set {
   /* what data_setup derives */
   uint64_t seed;
   size_t n[3];     /* samples per split */
+  bool test_held;  /* the test split is rows of file[0] (test_split) */
   size_t *rows[3]; /* per split: its rows of its file, in file order */
   size_t *order;   /* the training rows in this epoch's order */
   uint64_t epoch[3];
@@ -210,28 +213,44 @@ static inline int data_normalize(data_set *d, int mode) {
   return 0;
 }
 
+/* FRACTION of N samples, at least one if any is asked for. */
+static inline size_t data_part(double fraction, size_t n) {
+  size_t k = fraction > 0 ? (size_t)llround(fraction * (double)n) : 0;
+  return fraction > 0 && k == 0 ? 1 : k;
+}
+
 /* Derives the splits once the reader has filled the files: applies limit,
- * holds out val_split of the training file, normalizes with NORM (a plugin
- * that scaled while reading passes DATA_NORM_NONE), makes the buffers. */
+ * holds out val_split (and test_split) of the training file, normalizes
+ * with NORM (a plugin that scaled while reading passes DATA_NORM_NONE),
+ * makes the buffers. */
 static inline int data_setup(data_set *d, int norm) {
   data_file *tr = &d->file[0];
   if (d->limit && d->limit < tr->n)
     tr->n = d->limit;
-  size_t n = tr->n, n_val = 0;
+  size_t n = tr->n;
   if (n == 0)
     return lk_fail(d->host, LK_EINVAL, "no training samples");
-  if (d->val_split > 0) {
-    n_val = (size_t)llround(d->val_split * (double)n);
-    n_val = n_val ? n_val : 1; /* asked for validation: give some */
-    if (n_val >= n)
-      return lk_fail(d->host, LK_ECONFIG,
-                     "val_split = %g of %zu training samples leaves none "
-                     "for training",
-                     d->val_split, n);
-  }
-  d->n[LK_SPLIT_TRAIN] = n - n_val;
+  if (d->test_split > 0 && d->file[1].n)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "test_split = %g with a test file: the test split comes "
+                   "from one or the other",
+                   d->test_split);
+  size_t n_val = data_part(d->val_split, n);
+  size_t n_test = data_part(d->test_split, n);
+  if (n_val >= n && !n_test)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "val_split = %g of %zu training samples leaves none "
+                   "for training",
+                   d->val_split, n);
+  if (n_test && n_val + n_test >= n)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "test_split = %g and val_split = %g of %zu samples (%zu "
+                   "and %zu) leave none for training",
+                   d->test_split, d->val_split, n, n_test, n_val);
+  d->test_held = n_test > 0;
+  d->n[LK_SPLIT_TRAIN] = n - n_val - n_test;
   d->n[LK_SPLIT_VAL] = n_val;
-  d->n[LK_SPLIT_TEST] = d->file[1].n;
+  d->n[LK_SPLIT_TEST] = n_test ? n_test : d->file[1].n;
   if (d->drop_last && d->n[LK_SPLIT_TRAIN] < d->batch_size)
     return lk_fail(d->host, LK_ECONFIG,
                    "drop_last with batch_size = %zu leaves no batch of the "
@@ -256,29 +275,30 @@ static inline int data_setup(data_set *d, int norm) {
   if (!d->order || !d->bx || !d->by)
     return lk_fail(d->host, LK_ENOMEM, "out of memory");
 
-  /* The held-out samples: the first n_val of a fixed permutation. Both
-   * parts are then listed in file order, so that without shuffling the
-   * training split reads the file in order. */
+  /* The held-out samples: the first n_val of a fixed permutation for
+   * validation, its last n_test for the test (so that test_split leaves
+   * the validation samples as they were). Every part is then listed in
+   * file order, so that without shuffling the training split reads the
+   * file in order. */
   for (size_t i = 0; i < n; i++)
     d->order[i] = i;
   unsigned char *held = calloc(n ? n : 1, 1);
   if (!held)
     return lk_fail(d->host, LK_ENOMEM, "out of memory");
-  if (n_val) {
+  if (n_val || n_test) {
     data_permute(d->order, n, d->seed, DATA_STREAM_VAL);
     for (size_t i = 0; i < n_val; i++)
-      held[d->order[i]] = 1;
+      held[d->order[i]] = LK_SPLIT_VAL;
+    for (size_t i = n - n_test; i < n; i++)
+      held[d->order[i]] = LK_SPLIT_TEST;
   }
-  size_t t = 0, v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (held[i])
-      d->rows[LK_SPLIT_VAL][v++] = i;
-    else
-      d->rows[LK_SPLIT_TRAIN][t++] = i;
-  }
+  size_t at[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++)
+    d->rows[held[i]][at[held[i]]++] = i;
   free(held);
-  for (size_t i = 0; i < d->n[LK_SPLIT_TEST]; i++)
+  for (size_t i = 0; !n_test && i < d->n[LK_SPLIT_TEST]; i++)
     d->rows[LK_SPLIT_TEST][i] = i;
+  size_t t = at[LK_SPLIT_TRAIN];
   memcpy(d->order, d->rows[LK_SPLIT_TRAIN], t * sizeof(size_t));
   return norm == DATA_NORM_NONE ? 0 : data_normalize(d, norm);
 }
@@ -346,7 +366,8 @@ static inline int data_batch(void *self, lk_split split, size_t index,
                    : split == LK_SPLIT_VAL ? "validation"
                                            : "test",
                    nb);
-  const data_file *src = &d->file[split == LK_SPLIT_TEST ? 1 : 0];
+  const data_file *src =
+      &d->file[split == LK_SPLIT_TEST && !d->test_held ? 1 : 0];
   const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
                        index * d->batch_size;
   size_t first = index * d->batch_size, left = d->n[split] - first;
