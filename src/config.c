@@ -212,8 +212,8 @@ static int put_checked(lk_config *cfg, const char *section, const char *key,
  * works from wherever it is run; one given with --set is relative to the
  * current directory, as any path on a command line is. Both become
  * absolute here, so that the plugin opens, and every message shows, the
- * path actually tried. Symbolic links are not followed and ".." is kept:
- * the path is the one the user wrote, made absolute. */
+ * path actually tried. Within the value, symbolic links are not followed
+ * and ".." is kept: the path is the one the user wrote, made absolute. */
 
 /* BASE/REL with the "." components and repeated slashes of REL dropped. */
 static char *join(const char *base, const char *rel) {
@@ -256,7 +256,9 @@ static char *current_dir(void) {
   return NULL;
 }
 
-/* The directory of the file NAME, absolute. NULL (errno set) when the
+/* The directory of the file NAME, absolute (the file itself may be a
+ * symbolic link: its paths are relative to where its user sees it, the
+ * link's directory). NULL (errno set) when the
  * current directory cannot be had (it was removed): the file's relative
  * paths then cannot be resolved, which lk__config_abspath reports if the
  * config has any. */
@@ -269,6 +271,13 @@ static char *dir_of(const char *name) {
     size_t len = slash == name ? 1 : (size_t)(slash - name);
     memcpy(dir, name, len);
     dir[len] = '\0';
+  }
+  /* The directory itself, as the system names it: "../proj" from
+   * elsewhere is /path/proj, not /path/elsewhere/../proj. */
+  char *real = realpath(dir, NULL);
+  if (real) {
+    free(dir);
+    return real;
   }
   if (dir[0] == '/')
     return dir;
