@@ -799,6 +799,55 @@ static void expect_bad_cell(const char *text, const char *extra,
   expect_fail("csv", csv_options("bad.csv", extra), LK_EFORMAT, at, what, NULL);
 }
 
+/* test_split: a fraction of the one file held out as the test split,
+ * disjoint from the validation samples, which it leaves as they were; the
+ * lines skip_rows skips are not read at all. */
+static void test_csv_test_split(void **state) {
+  (void)state;
+  char text[4096] = "150,1,not,a,row\nid,label\n";
+  for (int i = 0; i < 50; i++)
+    snprintf(text + strlen(text), sizeof text - strlen(text), "%d,%u\n", i,
+             label_of((size_t)i));
+  write_text(in_root("split.csv"), text);
+  size_t tr[MAX_N], va[MAX_N], te[MAX_N], va0[MAX_N], nt, nv, ne, nv0;
+  data d;
+  open_ok(&d, "csv",
+          csv_options("split.csv", "skip_rows = 1\nval_split = 0.2\n"
+                                   "batch_size = 8"),
+          3);
+  epoch_ids(&d, LK_SPLIT_VAL, 0, va0, &nv0, NULL);
+  close_data(&d);
+  open_ok(&d, "csv",
+          csv_options("split.csv", "skip_rows = 1\nval_split = 0.2\n"
+                                   "test_split = 0.3\nbatch_size = 8"),
+          3);
+  epoch_ids(&d, LK_SPLIT_TRAIN, 0, tr, &nt, NULL);
+  epoch_ids(&d, LK_SPLIT_VAL, 0, va, &nv, NULL);
+  epoch_ids(&d, LK_SPLIT_TEST, 0, te, &ne, NULL);
+  assert_int_equal(nt, 25);
+  assert_int_equal(nv, 10);
+  assert_int_equal(ne, 15);
+  assert_true(nv == nv0 && same(va, va0, nv)); /* validation unchanged */
+  bool seen[MAX_N] = {false};
+  const size_t *parts[3] = {tr, va, te}, counts[3] = {nt, nv, ne};
+  for (int p = 0; p < 3; p++)
+    for (size_t i = 0; i < counts[p]; i++) {
+      assert_false(seen[parts[p][i]]); /* no sample in two splits */
+      seen[parts[p][i]] = true;
+    }
+  for (size_t i = 0; i < 50; i++)
+    assert_true(seen[i]); /* together: every sample, once */
+  bool tail = true;       /* not simply the file's last samples */
+  for (size_t i = 0; i < ne; i++)
+    tail = tail && te[i] >= 35;
+  assert_false(tail);
+  close_data(&d);
+  expect_fail("csv",
+              csv_options("split.csv", "skip_rows = 1\ntest_split = 0.6\n"
+                                       "val_split = 0.4"),
+              LK_ECONFIG, "leave none for training", NULL);
+}
+
 static void test_csv_bad_cells(void **state) {
   (void)state;
   expect_bad_cell("a,b,y\n1,2,0\n3,abc,1\n", "", "3:2",
@@ -1104,6 +1153,7 @@ int main(void) {
       cmocka_unit_test(test_limit),
       cmocka_unit_test(test_csv_read),
       cmocka_unit_test(test_huge_batch_size),
+      cmocka_unit_test(test_csv_test_split),
       cmocka_unit_test(test_csv_bad_cells),
       cmocka_unit_test(test_csv_columns),
       cmocka_unit_test(test_csv_errors),
