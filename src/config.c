@@ -32,6 +32,12 @@ typedef struct section_info {
   const char *where;
 } section_info;
 
+/* One --set applied, its strings in the same block. */
+typedef struct override_rec {
+  lk__config_override pub;
+  char text[];
+} override_rec;
+
 struct lk_config {
   char *path;
   char *dir;    /* the file's directory, absolute; NULL: the current one */
@@ -39,6 +45,8 @@ struct lk_config {
   size_t n, cap;
   section_info *secs;
   size_t nsec, capsec;
+  override_rec **sets; /* every --set, in order: what a run records */
+  size_t nsets, capsets;
 };
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -286,6 +294,62 @@ static char *dir_of(const char *name) {
   free(cwd);
   free(dir);
   return abs;
+}
+
+/* Removes SECTION.KEY if there; the section itself stays. */
+static void remove_item(lk_config *cfg, const char *section, const char *key) {
+  size_t i;
+  if (!find_item(cfg, section, key, &i))
+    return;
+  free(cfg->items[i]);
+  memmove(cfg->items + i, cfg->items + i + 1,
+          (cfg->n - i - 1) * sizeof *cfg->items);
+  cfg->n--;
+}
+
+/* Remembers one --set: the key, the value it replaced (NULL: none), the
+ * new one (NULL: removed) and the argument as given. */
+static int record_set(lk_config *cfg, const char *section, const char *key,
+                      const char *was, const char *value, const char *arg) {
+  if (grow((void **)&cfg->sets, &cfg->capsets, cfg->nsets + 1,
+           sizeof *cfg->sets) != 0)
+    return lk__err(LK_ENOMEM, "out of memory");
+  size_t ls = strlen(section) + 1, lk = strlen(key) + 1;
+  size_t lw = was ? strlen(was) + 1 : 0, lv = value ? strlen(value) + 1 : 0;
+  size_t la = strlen(arg) + 1;
+  override_rec *r = malloc(sizeof *r + ls + lk + lw + lv + la);
+  if (!r)
+    return lk__err(LK_ENOMEM, "out of memory");
+  char *p = r->text;
+  r->pub.section = memcpy(p, section, ls);
+  r->pub.key = memcpy(p += ls, key, lk);
+  p += lk;
+  r->pub.was = was ? memcpy(p, was, lw) : NULL;
+  p += lw;
+  r->pub.value = value ? memcpy(p, value, lv) : NULL;
+  r->pub.arg = memcpy(p + lv, arg, la);
+  cfg->sets[cfg->nsets++] = r;
+  return 0;
+}
+
+/* Applies and records a checked --set; an empty VALUE removes the key. */
+static int apply_set(lk_config *cfg, const char *section, const char *key,
+                     const char *value, const char *arg, const char *where) {
+  const lk_config_entry *old = lk_config_find(cfg, section, key);
+  /* Recorded first: the old value is still there to copy, and a failure
+   * to record leaves CFG as it was. */
+  int rc = record_set(cfg, section, key, old ? old->value : NULL,
+                      *value ? value : NULL, arg);
+  if (rc != 0)
+    return rc;
+  if (!*value) {
+    remove_item(cfg, section, key);
+    return 0;
+  }
+  rc = put_checked(cfg, section, key, value, where);
+  if (rc != 0)
+    free(cfg->sets[--cfg->nsets]);
+  return rc;
 }
 
 static int config_new(const char *path, lk_config **out) {
@@ -573,11 +637,11 @@ int lk_config_set(lk_config *cfg, const char *assignment) {
                  "--set \"%s\": %s key \"%s\" (letters, digits, '_' or '-'); "
                  "expected SECTION.KEY=VALUE",
                  assignment, *key ? "invalid" : "missing", key);
-  else if ((bad = value_problem(key, value)))
+  else if (*value && (bad = value_problem(key, value)))
     rc = lk__err(LK_ECONFIG, "--set \"%s\": %s; expected SECTION.KEY=VALUE",
                  assignment, bad);
   else
-    rc = put_checked(cfg, section, key, value, where);
+    rc = apply_set(cfg, section, key, value, assignment, where);
   free(copy);
   free(where);
   return rc;
@@ -616,6 +680,15 @@ const char *lk__config_path(const lk_config *cfg) {
   return cfg ? cfg->path : NULL;
 }
 
+size_t lk__config_n_overrides(const lk_config *cfg) {
+  return cfg ? cfg->nsets : 0;
+}
+
+const lk__config_override *lk__config_override_at(const lk_config *cfg,
+                                                  size_t i) {
+  return cfg && i < cfg->nsets ? &cfg->sets[i]->pub : NULL;
+}
+
 int lk__config_write(const lk_config *cfg, FILE *f) {
   if (!cfg || !f)
     return lk__err(LK_EINVAL, "lk__config_write: NULL argument");
@@ -638,6 +711,9 @@ void lk_config_free(lk_config *cfg) {
     free(cfg->items[i]);
   for (size_t s = 0; s < cfg->nsec; s++)
     free(cfg->secs[s].name);
+  for (size_t i = 0; i < cfg->nsets; i++)
+    free(cfg->sets[i]);
+  free(cfg->sets);
   free(cfg->items);
   free(cfg->secs);
   free(cfg->path);

@@ -87,6 +87,17 @@ const char *lk__config_path(const lk_config *cfg);
 int lk__config_abspath(const lk_config *cfg, const lk_config_entry *e,
                        const char *value, char **out);
 
+/* The --set arguments applied to a config, in order (lk_config_set). */
+typedef struct lk__config_override {
+  const char *section, *key;
+  const char *was;   /* the value it replaced; NULL: the key was absent */
+  const char *value; /* NULL: an empty value, which removed the key */
+  const char *arg;   /* as given: "SECTION.KEY=VALUE" */
+} lk__config_override;
+size_t lk__config_n_overrides(const lk_config *cfg);
+const lk__config_override *lk__config_override_at(const lk_config *cfg,
+                                                  size_t i);
+
 /* Writes it back as INI, sections in order. */
 int lk__config_write(const lk_config *cfg, FILE *f);
 

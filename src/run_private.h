@@ -144,8 +144,10 @@ typedef struct lk__rundir {
 } lk__rundir;
 
 /* Chooses, locks and fills the run directory (a resumed run's checkpoint
- * has status CK_ST), opens metrics.csv. */
-int lk__rundir_open(lk_run *run, const char *config_path,
+ * has status CK_ST), opens metrics.csv. CFG is the config the run was made
+ * from: its path names a new run directory, and its --set arguments are
+ * recorded in config.ini. */
+int lk__rundir_open(lk_run *run, const lk_config *cfg,
                     const struct stat *ck_st);
 void lk__rundir_close(lk__rundir *rd);
 /* last.ckpt (and step-N.ckpt with keep_last): the "checkpoint_save" phase. */

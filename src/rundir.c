@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run_private.h"
@@ -153,16 +154,51 @@ static int lock_dir(lk__rundir *rd, const char *dir) {
 /* ---- choosing the directory ------------------------------------------------
  */
 
-/* runs/<config name>-<N>: the first N whose directory mkdir creates, so two
- * runs never share one. */
-static int new_run_dir(lk__rundir *rd, const char *config_path) {
+/* The name a new run directory takes from its config: the file's name
+ * without its extension, or, for a run directory's own config.ini (a
+ * resume from a run's older checkpoint), that run's name without its -N:
+ * runs/es-1/config.ini gives es, and the new run is runs/es-M. */
+static char *run_name(const char *config_path) {
   char *copy = lk__strdup(config_path);
   if (!copy)
-    return lk__err(LK_ENOMEM, "out of memory");
+    return NULL;
   char *base = basename(copy);
+  if (strcmp(base, "config.ini") == 0) {
+    char *up = lk__strdup(config_path);
+    char *dir = up ? dirname(up) : NULL;
+    if (dir && holds_run(dir) && exists(dir, "checkpoints")) {
+      char *abs = realpath(dir, NULL);
+      char *name = abs ? basename(abs) : NULL;
+      size_t n = name ? strlen(name) : 0, d = n;
+      while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+        d--;
+      if (name && d > 1 && d < n && name[d - 1] == '-') {
+        name[d - 1] = '\0';
+        free(copy);
+        copy = lk__strdup(name);
+        base = copy;
+      }
+      free(abs);
+    }
+    free(up);
+    if (!copy)
+      return NULL;
+  }
   char *dot = strrchr(base, '.');
   if (dot && dot != base)
     *dot = '\0';
+  char *name = lk__strdup(base);
+  free(copy);
+  return name;
+}
+
+/* runs/<config name>-<N>: the first N whose directory mkdir creates, so two
+ * runs never share one. */
+static int new_run_dir(lk__rundir *rd, const char *config_path) {
+  char *copy = run_name(config_path);
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  char *base = copy;
   int rc = mkdir_p("runs");
   for (unsigned n = 1; rc == 0 && n < 1000000; n++) {
     char *dir = lk__asprintf("runs/%s-%u", base, n);
@@ -344,26 +380,173 @@ static int check_checkpoints_dir(const char *dir) {
   return rc;
 }
 
-static int write_config(lk_run *run) {
-  char *path = lk__asprintf("%s/config.ini", run->rd.dir);
-  if (!path)
-    return lk__err(LK_ENOMEM, "out of memory");
-  FILE *f = fopen(path, "w");
-  int rc = 0;
-  if (!f)
-    rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
-  else {
-    rc = lk__config_write(run->cfg, f);
-    if (fclose(f) != 0 && rc == 0)
-      rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
+/* ---- config.ini ------------------------------------------------------------
+ *
+ * The effective config, then comment lines, one for each time the run was
+ * resumed with another config than its own (a --set, or another file):
+ * config.ini is always what `loopkit train --resume DIR` goes on with, and
+ * the comments say how it came to be. */
+
+#define HISTORY "# resumed "
+
+/* "# resumed DATE[ from FROM] at epoch E, step S[ with --set A ...]", or
+ * NULL when out of memory. */
+static char *history_line(const lk_run *run, const lk_config *src,
+                          const char *from) {
+  time_t now = time(NULL);
+  struct tm tm;
+  char date[32] = "";
+  if (gmtime_r(&now, &tm))
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  const lk__progress *p = &run->state.progress;
+  char *line = lk__asprintf(HISTORY "%s%s%s at epoch %llu, step %llu", date,
+                            from ? " from " : "", from ? from : "",
+                            (unsigned long long)p->epoch,
+                            (unsigned long long)p->global_step);
+  for (size_t i = 0; line && i < lk__config_n_overrides(src); i++) {
+    char *longer = lk__asprintf("%s%s --set %s", line, i ? "" : " with",
+                                lk__config_override_at(src, i)->arg);
+    free(line);
+    line = longer;
   }
-  free(path);
+  return line;
+}
+
+/* The effective config as text, into a malloc'd *OUT. */
+static int config_text(const lk_run *run, char **out, size_t *len) {
+  FILE *f = open_memstream(out, len);
+  if (!f)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = lk__config_write(run->cfg, f);
+  if (fclose(f) != 0 && rc == 0)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(*out);
+    *out = NULL;
+  }
   return rc;
 }
 
-int lk__rundir_open(lk_run *run, const char *config_path,
+/* Splits OLD (a config.ini) into its history lines, appended to *HIST, and
+ * whether the rest is TEXT (blank lines aside). */
+static bool same_body(const char *old, size_t old_len, const char *text,
+                      FILE *hist) {
+  const char *t = text;
+  bool same = true;
+  for (const char *p = old, *end = old + old_len; p < end;) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    if (n >= strlen(HISTORY) && !memcmp(p, HISTORY, strlen(HISTORY)))
+      fprintf(hist, "%.*s\n", (int)n, p);
+    else if (n > 0 || *t == '\n') { /* a line of the body */
+      same = same && !strncmp(t, p, n) && t[n] == '\n';
+      if (same)
+        t += n + 1;
+    }
+    p += n + 1;
+  }
+  return same && !*t;
+}
+
+/* Writes TEXT and TAIL to DIR/config.ini through a temporary file; synced
+ * when it replaces one (a crash then leaves the old or the new whole). */
+static int replace_config(const char *dir, const char *text, size_t len,
+                          const char *tail, bool durable) {
+  char *path = lk__asprintf("%s/config.ini", dir);
+  char *tmp = lk__asprintf("%s/config.ini.tmp-%ld", dir, (long)getpid());
+  int rc = path && tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
+  if (rc == 0 && !f)
+    rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  if (f) {
+    fwrite(text, 1, len, f);
+    fputs(tail, f);
+    if (fflush(f) != 0 || ferror(f) || (durable && fsync(fileno(f)) != 0))
+      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == 0)
+      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  }
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
+                 strerror(errno));
+  if (rc == 0 && durable)
+    rc = lk__sync_dir(path);
+  if (rc != 0 && tmp)
+    unlink(tmp);
+  free(path);
+  free(tmp);
+  return rc;
+}
+
+/* A new run's config.ini; a resumed one (in a new directory) says which
+ * checkpoint it came from. */
+static int write_config(lk_run *run, const lk_config *src) {
+  char *text = NULL, *line = NULL, *tail = NULL;
+  size_t len = 0;
+  int rc = config_text(run, &text, &len);
+  if (rc == 0 && run->resumed) {
+    line = history_line(run, src, run->opts.resume);
+    tail = line ? lk__asprintf("\n%s\n", line) : NULL;
+  }
+  if (rc == 0 && run->resumed && !tail)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = replace_config(run->rd.dir, text, len, tail ? tail : "", false);
+  free(text);
+  free(line);
+  free(tail);
+  return rc;
+}
+
+/* A run resumed in place: its config.ini becomes the config it goes on
+ * with, when that is not what the file says already, or came from another
+ * file, or a --set was given (recorded even when it changes nothing). The
+ * file's history lines are kept and one is added. */
+static int update_config(lk_run *run, const lk_config *src) {
+  const char *dir = run->rd.dir;
+  char *path = lk__asprintf("%s/config.ini", dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  struct stat a, b;
+  bool own = lk__config_path(src) && stat(lk__config_path(src), &a) == 0 &&
+             stat(path, &b) == 0 && same_file(&a, &b);
+  char *text = NULL, *old = NULL, *hist = NULL, *line = NULL;
+  size_t len = 0, old_len = 0, hist_len = 0;
+  int rc = config_text(run, &text, &len);
+  if (rc == 0 && lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &old,
+                               &old_len, NULL) != 0) {
+    old = NULL; /* gone or unreadable: written whole */
+    old_len = 0;
+  }
+  FILE *h = rc == 0 ? open_memstream(&hist, &hist_len) : NULL;
+  if (rc == 0 && !h)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  bool keep = false;
+  if (h) {
+    fputc('\n', h); /* the history after a blank line */
+    keep = old && same_body(old, old_len, text, h) && own &&
+           lk__config_n_overrides(src) == 0;
+    char *from = own ? NULL : lk__asprintf("config %s", lk__config_path(src));
+    if (!keep && (own || from) && (line = history_line(run, src, from)))
+      fprintf(h, "%s\n", line);
+    free(from);
+    if (fclose(h) != 0 || !hist || (!keep && !line))
+      rc = lk__err(LK_ENOMEM, "out of memory");
+  }
+  if (rc == 0 && !keep)
+    rc = replace_config(dir, text, len, hist, true);
+  free(path);
+  free(text);
+  free(old);
+  free(hist);
+  free(line);
+  return rc;
+}
+
+int lk__rundir_open(lk_run *run, const lk_config *cfg,
                     const struct stat *ck_st) {
   lk__rundir *rd = &run->rd;
+  const char *config_path = lk__config_path(cfg);
   char *src = NULL;
   int rc = 0;
   if (run->resumed)
@@ -401,8 +584,8 @@ int lk__rundir_open(lk_run *run, const char *config_path,
   }
   if (rc == 0)
     rc = check_checkpoints_dir(rd->ckpt_dir);
-  if (rc == 0 && !rd->in_place)
-    rc = write_config(run);
+  if (rc == 0)
+    rc = rd->in_place ? update_config(run, cfg) : write_config(run, cfg);
   if (rc == 0)
     rc = open_metrics(run, src);
   if (rc == 0 && run->resumed) {

@@ -63,11 +63,60 @@ static int assign_callbacks(lk_run *run, const lk_config_entry *e) {
   return rc;
 }
 
+/* "none": no plugin plays the role. Not a plugin name, so that a --set
+ * can take out a role the config file fills. */
+static bool is_none(const lk_config_entry *e) {
+  return e && strcmp(e->value, "none") == 0;
+}
+
+/* A role none may leave empty: not one the loop cannot run without. */
+static int check_none(const lk_run *run, lk__kind_id k,
+                      const lk_config_entry *e) {
+  const char *why = NULL;
+  if (k == LK__KIND_STEP)
+    why = "it computes the loss";
+  else if (k == LK__KIND_BACKWARD)
+    why = "left out, it is the step's plugin";
+  else if (k == LK__KIND_ZERO_GRAD)
+    why = "left out, it is zero";
+  else if (k == LK__KIND_OPTIMIZER && !run->loop.manual)
+    why = "unless manual_optimization = true";
+  if (!why)
+    return 0;
+  return lk__err(LK_ECONFIG,
+                 "%s: [plugins] %s cannot be none: the role is required (%s)",
+                 e->where, e->key, why);
+}
+
+/* The --set that removed [plugins] ROLE with an empty value, or NULL. */
+static const char *removed_by(const lk_config *cfg, const char *role) {
+  const char *arg = NULL;
+  for (size_t i = 0; i < lk__config_n_overrides(cfg); i++) {
+    const lk__config_override *o = lk__config_override_at(cfg, i);
+    if (!strcmp(o->section, "plugins") && !strcmp(o->key, role))
+      arg = o->value ? NULL : o->arg;
+  }
+  return arg;
+}
+
+/* Where a required role's key should have been: the --set that removed
+ * it, or the config. */
+static const char *missing_where(const lk_config *cfg, const char *role,
+                                 char *buf, size_t len) {
+  const char *arg = removed_by(cfg, role);
+  if (!arg)
+    return lk__config_path(cfg);
+  snprintf(buf, len, "--set %s", arg);
+  return buf;
+}
+
 /* One role: the plugin its key names, or the kind's default. */
 static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
   const lk__kind *kind = &lk__kinds[k];
   lk__instance **slot = &run->env.reg.role[k];
   const lk_config_entry *e = lk_config_find(cfg, "plugins", kind->role);
+  if (is_none(e))
+    return check_none(run, k, e);
   if (kind->many)
     return e ? assign_callbacks(run, e) : 0;
   const char *name = e ? e->value : kind->def;
@@ -94,12 +143,13 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
 static int check_roles(lk_run *run, const lk_config *cfg) {
   const lk__registry *reg = &run->env.reg;
   const lk_config_entry *e;
+  char buf[256];
   if (!reg->role[LK__KIND_OPTIMIZER] && !run->loop.manual)
     return lk__err(LK_ECONFIG,
                    "%s: [plugins] optimizer is required unless "
                    "manual_optimization = true (e.g. optimizer = sgd)",
-                   lk__config_path(cfg));
-  if ((e = lk_config_find(cfg, "plugins", "scheduler")) &&
+                   missing_where(cfg, "optimizer", buf, sizeof buf));
+  if ((e = lk_config_find(cfg, "plugins", "scheduler")) && !is_none(e) &&
       (!reg->role[LK__KIND_OPTIMIZER] ||
        !lk__lr_ops(reg->role[LK__KIND_OPTIMIZER])))
     return lk__err(LK_ECONFIG,
@@ -109,7 +159,8 @@ static int check_roles(lk_run *run, const lk_config *cfg) {
                    reg->role[LK__KIND_OPTIMIZER]
                        ? "this optimizer has no get_lr/set_lr"
                        : "there is no optimizer");
-  if ((e = lk_config_find(cfg, "plugins", "precision")) && run->loop.manual)
+  if ((e = lk_config_find(cfg, "plugins", "precision")) && !is_none(e) &&
+      run->loop.manual)
     return lk__err(LK_ECONFIG,
                    "%s: precision %s with manual_optimization = true: a "
                    "precision plugin works with automatic optimization",
@@ -131,11 +182,15 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
   int rc = known_keys(cfg);
   if (rc != 0)
     return rc;
-  if (!lk_config_find(cfg, "plugins", "step"))
+  const lk_config_entry *step_e = lk_config_find(cfg, "plugins", "step");
+  if (is_none(step_e))
+    return check_none(run, LK__KIND_STEP, step_e);
+  char buf[256];
+  if (!step_e)
     return lk__err(LK_ECONFIG,
                    "%s: [plugins] step is required (the plugin that computes "
                    "the loss, e.g. step = rosenbrock)",
-                   lk__config_path(cfg));
+                   missing_where(cfg, "step", buf, sizeof buf));
   for (int rank = 0; rank < LK__N_KINDS && rc == 0; rank++)
     for (size_t k = 0; k < LK__N_KINDS && rc == 0; k++)
       if (lk__kinds[k].created == rank)
@@ -152,9 +207,53 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
   return check_roles(run, cfg);
 }
 
-/* Every section must be [loop], [plugins] or a named plugin's. */
+/* Whether NAME, an item of a [plugins] value, names section SECTION: a
+ * plugin's name, an instance's (NAME:PLUGIN), or a path whose file is
+ * SECTION.so. */
+static bool names_section(const char *name, size_t len, const char *section) {
+  while (len && (*name == ' ' || *name == '\t'))
+    name++, len--;
+  while (len && (name[len - 1] == ' ' || name[len - 1] == '\t'))
+    len--;
+  const char *colon = memchr(name, ':', len);
+  if (colon && !memchr(name, '/', (size_t)(colon - name)))
+    len = (size_t)(colon - name);
+  else if (memchr(name, '/', len)) {
+    const char *base = name + len;
+    while (base > name && base[-1] != '/')
+      base--;
+    len -= (size_t)(base - name);
+    name = base;
+    if (len > 3 && !memcmp(name + len - 3, ".so", 3))
+      len -= 3;
+  }
+  return strlen(section) == len && !memcmp(name, section, len);
+}
+
+/* The --set of [plugins] that took SECTION's plugin out of its role (an
+ * override swapped it, or removed it with none or an empty value), or
+ * NULL. That section is left unused, which is no mistake in the file. */
+static const lk__config_override *swapped_out(const lk_config *cfg,
+                                              const char *section) {
+  for (size_t i = 0; i < lk__config_n_overrides(cfg); i++) {
+    const lk__config_override *o = lk__config_override_at(cfg, i);
+    if (strcmp(o->section, "plugins") != 0 || !o->was)
+      continue;
+    for (const char *p = o->was; *p;) {
+      size_t len = strcspn(p, ",");
+      if (names_section(p, len, section))
+        return o;
+      p += len + (p[len] == ',');
+    }
+  }
+  return NULL;
+}
+
+/* Every section must be [loop], [plugins] or a named plugin's; one whose
+ * plugin an override took out is noted and left unused. */
 static int check_sections(const lk_run *run, const lk_config *cfg) {
   const lk__registry *reg = &run->env.reg;
+  const char *noted = NULL;
   for (size_t i = 0; i < lk__config_count(cfg); i++) {
     const lk_config_entry *e = lk__config_at(cfg, i);
     if (!strcmp(e->section, "loop") || !strcmp(e->section, "plugins"))
@@ -162,8 +261,17 @@ static int check_sections(const lk_run *run, const lk_config *cfg) {
     bool known = false;
     for (size_t k = 0; k < reg->n; k++)
       known = known || strcmp(reg->all[k]->name, e->section) == 0;
-    if (known)
+    if (known || (noted && !strcmp(noted, e->section)))
       continue;
+    const lk__config_override *o = swapped_out(cfg, e->section);
+    if (o) {
+      const char *where = lk__config_section_where(cfg, e->section);
+      lk__log(&run->env, LK_LOG_INFO,
+              "note: %s: section [%s] is unused: --set %s replaced %s = %s",
+              where ? where : e->where, e->section, o->arg, o->key, o->was);
+      noted = e->section; /* a section's entries are together */
+      continue;
+    }
     char names[1024] = "loop, plugins";
     size_t used = strlen(names);
     for (size_t k = 0; k < reg->n; k++) {
@@ -194,7 +302,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
     const lk__kind *kind = &lk__kinds[k];
     const lk_config_entry *e = lk_config_find(cfg, "plugins", kind->role);
     const lk__instance *in = reg->role[k];
-    if (kind->many && e)
+    if (kind->many && e && !is_none(e))
       rc = lk_config_put(run->cfg, "plugins", kind->role, e->value, e->where);
     else if (!kind->many && in)
       rc = lk_config_put(run->cfg, "plugins", kind->role,
@@ -318,7 +426,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__resume(run, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
-    rc = lk__rundir_open(run, lk__config_path(cfg),
+    rc = lk__rundir_open(run, cfg,
                          run->resumed ? &ck_st : NULL);
   if (rc != 0) {
     char msg[2048];

@@ -288,6 +288,58 @@ static void test_set(void **state) {
   lk_config_free(cfg);
 }
 
+/* An empty value removes the key (its default then applies), and every
+ * --set is remembered with the value it replaced, for the run to record
+ * and for a section a swap left unused. */
+static void test_set_remove_and_record(void **state) {
+  (void)state;
+  lk_config *cfg = parse_ok("[loop]\nseed = 0\nmax_epochs = 2\n[plugins]\n"
+                            "profiler = simple\n");
+  assert_int_equal(lk__config_n_overrides(cfg), 0);
+  assert_int_equal(lk_config_set(cfg, "plugins.profiler="), 0);
+  assert_null(lk_config_find(cfg, "plugins", "profiler"));
+  assert_true(lk__config_has_section(cfg, "plugins"));
+  assert_int_equal(lk_config_set(cfg, "loop.seed=  "), 0);
+  assert_null(lk_config_find(cfg, "loop", "seed"));
+  assert_entry(lk__config_at(cfg, 0), "loop", "max_epochs", "2", "t.ini:3");
+  /* Removing what is not there is no error, and is recorded too. */
+  assert_int_equal(lk_config_set(cfg, "sgd.lr="), 0);
+  assert_int_equal(lk_config_set(cfg, "loop.max_epochs=3"), 0);
+  assert_int_equal(lk_config_set(cfg, "loop.max_epochs=4"), 0);
+  assert_int_equal(lk__config_count(cfg), 1);
+  assert_int_equal(lk__config_n_overrides(cfg), 5);
+  const lk__config_override *o = lk__config_override_at(cfg, 0);
+  assert_string_equal(o->section, "plugins");
+  assert_string_equal(o->key, "profiler");
+  assert_string_equal(o->was, "simple");
+  assert_null(o->value);
+  assert_string_equal(o->arg, "plugins.profiler=");
+  o = lk__config_override_at(cfg, 1);
+  assert_string_equal(o->was, "0");
+  assert_string_equal(o->arg, "loop.seed=  ");
+  o = lk__config_override_at(cfg, 2);
+  assert_null(o->was);
+  assert_null(o->value);
+  o = lk__config_override_at(cfg, 3);
+  assert_string_equal(o->was, "2");
+  assert_string_equal(o->value, "3");
+  o = lk__config_override_at(cfg, 4);
+  assert_string_equal(o->was, "3");
+  assert_string_equal(o->value, "4");
+  assert_null(lk__config_override_at(cfg, 5));
+  /* A refused --set is not recorded. */
+  assert_int_equal(lk_config_set(cfg, "loop.seed=1 # c"), LK_ECONFIG);
+  assert_int_equal(lk__config_n_overrides(cfg), 5);
+  /* Written back, the removed keys are gone and the file reads. */
+  char buf[256] = "";
+  FILE *f = fmemopen(buf, sizeof buf, "w");
+  assert_non_null(f);
+  assert_int_equal(lk__config_write(cfg, f), 0);
+  fclose(f);
+  assert_string_equal(buf, "[loop]\nmax_epochs = 4\n\n[plugins]\n");
+  lk_config_free(cfg);
+}
+
 static void test_set_malformed(void **state) {
   (void)state;
   static const bad_case cases[] = {
@@ -304,10 +356,6 @@ static void test_set_malformed(void **state) {
       {"lo op.a=1", "--set \"lo op.a=1\": invalid section name \"lo op\" "
                     "(letters, digits, '_' or '-'); expected "
                     "SECTION.KEY=VALUE"},
-      {"loop.seed=", "--set \"loop.seed=\": missing value; expected "
-                     "SECTION.KEY=VALUE"},
-      {"loop.seed=  ", "--set \"loop.seed=  \": missing value; expected "
-                       "SECTION.KEY=VALUE"},
       {"loop.seed=1 # c", "--set \"loop.seed=1 # c\": value contains a "
                           "comment ('#' or ';' after white space); expected "
                           "SECTION.KEY=VALUE"},
@@ -542,6 +590,7 @@ int main(void) {
       cmocka_unit_test(test_load_nul_byte),
       cmocka_unit_test(test_load_missing),
       cmocka_unit_test(test_set),
+      cmocka_unit_test(test_set_remove_and_record),
       cmocka_unit_test(test_set_malformed),
       cmocka_unit_test(test_put),
       cmocka_unit_test(test_write_round_trip),

@@ -36,7 +36,9 @@ LK_API int lk_config_parse(const char *name, const char *text, lk_config **out);
 LK_API int lk_config_new(lk_config **out);
 
 /* Applies one --set argument, "SECTION.KEY=VALUE"; a key that exists is
- * replaced, a new one added. */
+ * replaced, a new one added. An empty VALUE ("SECTION.KEY=") removes the
+ * key, so that its default applies. Every --set is remembered, in order,
+ * with the value it replaced (a run records them). */
 LK_API int lk_config_set(lk_config *cfg, const char *assignment);
 
 /* Adds or replaces a key; WHERE is remembered for messages. */

@@ -12,11 +12,15 @@ static const cli_option train_options[] = {
     {"--out", "DIR",
      "Write the run into DIR, which must not hold an earlier run (default: "
      "a new runs/CONFIG-N)."},
-    {"--resume", "CKPT",
+    {"--resume", "CKPT|RUN_DIR",
      "Continue exactly where checkpoint CKPT stopped: in its run directory "
      "when CKPT is that run's latest (DIR/checkpoints/last.ckpt), otherwise "
      "in a new run directory (or --out) whose metrics.csv starts with the "
-     "rows CKPT had seen."},
+     "rows CKPT had seen. A run directory stands for its "
+     "checkpoints/last.ckpt. Without CONFIG.ini the run's own config.ini "
+     "is the config (loopkit train --resume RUN_DIR, as printed when a run "
+     "is interrupted or fails), and a --set changes only what it names and "
+     "is recorded in config.ini."},
     {"--quiet", NULL,
      "Print only errors and the final summary: no progress bar, no log "
      "lines."},

@@ -1,7 +1,13 @@
-/* loopkit train: config, overrides, run. */
+/* loopkit train: config, overrides, run; the run a --resume continues,
+ * and the exact command that resumes an interrupted one. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -61,6 +67,120 @@ static const char *signal_name(int sig) {
   return sig == SIGTERM ? "SIGTERM" : "SIGINT";
 }
 
+/* ---- what --resume names ------------------------------------------------ */
+
+/* The run directory holding checkpoint CKPT (DIR/checkpoints/FILE), into
+ * BUF, or false. */
+static bool run_of_checkpoint(const char *ckpt, char *buf, size_t len) {
+  char copy[PATH_MAX];
+  if (snprintf(copy, sizeof copy, "%s", ckpt) >= (int)sizeof copy)
+    return false;
+  char *dir = dirname(copy), *base = strrchr(dir, '/');
+  base = base ? base + 1 : dir;
+  if (strcmp(base, "checkpoints") == 0) {
+    if (base == dir)
+      return snprintf(buf, len, ".") < (int)len;
+    base[-1] = '\0';
+    return snprintf(buf, len, "%s", *dir ? dir : "/") < (int)len;
+  }
+  /* From inside DIR/checkpoints ("last.ckpt", "./last.ckpt"). */
+  char real[PATH_MAX];
+  const char *name = realpath(dir, real) ? strrchr(real, '/') : NULL;
+  return name && strcmp(name + 1, "checkpoints") == 0 &&
+         snprintf(buf, len, "%s/..", dir) < (int)len;
+}
+
+/* --resume TARGET: a run directory (its checkpoints/last.ckpt) or a
+ * checkpoint. Without a CONFIG the run's own config.ini is the config, so
+ * that `loopkit train --resume RUN_DIR` goes on exactly as the run was. */
+static int resume_target(const char *target, const char **config,
+                         char *ckpt, size_t ckpt_len, char *cfg_buf,
+                         size_t cfg_len) {
+  struct stat st;
+  char run[PATH_MAX];
+  size_t n = strlen(target);
+  while (n > 1 && target[n - 1] == '/')
+    n--; /* "runs/x-1/" names runs/x-1 */
+  if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (snprintf(run, sizeof run, "%.*s", (int)n, target) >= (int)sizeof run ||
+        snprintf(ckpt, ckpt_len, "%s/checkpoints/last.ckpt", run) >=
+            (int)ckpt_len) {
+      cli_error("train: --resume %s: path too long", target);
+      return -1;
+    }
+    if (access(ckpt, F_OK) != 0) {
+      cli_error("train: --resume %s: %s has no checkpoint to resume (%s: "
+                "%s)",
+                target, run, ckpt, strerror(errno));
+      return -1;
+    }
+  } else {
+    if (snprintf(ckpt, ckpt_len, "%s", target) >= (int)ckpt_len) {
+      cli_error("train: --resume %s: path too long", target);
+      return -1;
+    }
+    if (*config)
+      return 0;
+    if (!run_of_checkpoint(target, run, sizeof run)) {
+      cli_error("train: --resume %s: no config: the checkpoint is not in a "
+                "run directory's checkpoints/; give the config it was "
+                "trained with: loopkit train CONFIG.ini --resume %s",
+                target, target);
+      return -1;
+    }
+  }
+  if (*config)
+    return 0;
+  if (snprintf(cfg_buf, cfg_len, "%s/config.ini", run) >= (int)cfg_len) {
+    cli_error("train: --resume %s: path too long", target);
+    return -1;
+  }
+  if (access(cfg_buf, F_OK) != 0) {
+    cli_error("train: --resume %s: %s is not a run directory (no config.ini: "
+              "%s); give the config it was trained with: loopkit train "
+              "CONFIG.ini --resume %s",
+              target, run, strerror(errno), target);
+    return -1;
+  }
+  *config = cfg_buf;
+  return 0;
+}
+
+/* PATH as one shell word: as it is when nothing in it is special to a
+ * shell, single-quoted otherwise; "./" before a leading '-'. */
+static void shell_word(const char *path, char *buf, size_t len) {
+  bool plain = *path != '\0';
+  for (const char *p = path; *p; p++)
+    plain = plain && (strchr("_-./+,:=@%^", *p) ||
+                      (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                      (*p >= 'A' && *p <= 'Z'));
+  const char *pre = path[0] == '-' ? "./" : "";
+  if (plain) {
+    snprintf(buf, len, "%s%s", pre, path);
+    return;
+  }
+  size_t used = (size_t)snprintf(buf, len, "'%s", pre);
+  for (const char *p = path; *p && used + 5 < len; p++)
+    if (*p == '\'') {
+      memcpy(buf + used, "'\\''", 4);
+      used += 4;
+    } else {
+      buf[used++] = *p;
+    }
+  if (used + 2 <= len)
+    memcpy(buf + used, "'", 2);
+  else
+    buf[len - 1] = '\0';
+}
+
+/* The command that resumes RUN where its last checkpoint left it: its own
+ * config.ini is the config it trained with, --set overrides included. */
+static void print_resume_hint(const lk_run *run) {
+  char word[2 * PATH_MAX];
+  shell_word(lk_run_dir(run), word, sizeof word);
+  fprintf(stderr, "loopkit: resume with: loopkit train --resume %s\n", word);
+}
+
 int cli_train(int argc, char **argv) {
   const char *config = NULL, *out = NULL, *resume = NULL;
   bool quiet = false;
@@ -89,7 +209,7 @@ int cli_train(int argc, char **argv) {
       quiet = true;
     } else if (a[0] == '-' && a[1]) {
       cli_error("train: unknown option \"%s\"; accepted: --set SECTION.KEY="
-                "VALUE, --out DIR, --resume CKPT, --quiet",
+                "VALUE, --out DIR, --resume CKPT|RUN_DIR, --quiet",
                 a);
       return EXIT_USAGE;
     } else if (!config) {
@@ -99,8 +219,15 @@ int cli_train(int argc, char **argv) {
       return EXIT_USAGE;
     }
   }
+  char ckpt[PATH_MAX], run_config[PATH_MAX];
+  if (resume && resume_target(resume, &config, ckpt, sizeof ckpt, run_config,
+                              sizeof run_config) != 0)
+    return EXIT_USAGE;
+  if (resume)
+    resume = ckpt;
   if (!config) {
-    cli_error("train: no config file (loopkit train CONFIG.ini)");
+    cli_error("train: no config file (loopkit train CONFIG.ini, or "
+              "loopkit train --resume RUN_DIR)");
     return EXIT_USAGE;
   }
   lk_config *cfg = NULL;
@@ -151,8 +278,7 @@ int cli_train(int argc, char **argv) {
   if (rc == LK_EINTERRUPTED) {
     int sig = caught ? caught : SIGINT;
     cli_error("%s by %s", lk_last_error(), signal_name(sig));
-    fprintf(stderr, "loopkit: resume with: loopkit train %s --resume %s\n",
-            config, lk_run_checkpoint(run));
+    print_resume_hint(run);
     lk_run_free(run);
     return 128 + sig;
   }
@@ -165,13 +291,18 @@ int cli_train(int argc, char **argv) {
     lk_run_free(run);
     return 128 + caught;
   }
+  int status = status_of(run, rc);
   if (rc != 0) {
     cli_error("training failed: %s", lk_last_error());
     fprintf(stderr, "loopkit: %s\n", summary);
+    /* From its last checkpoint, if it wrote one: nothing after it was
+     * kept. */
+    if (status == EXIT_FAILED && lk_run_checkpoint(run) &&
+        access(lk_run_checkpoint(run), F_OK) == 0)
+      print_resume_hint(run);
   } else {
     printf("%s\n", summary);
   }
-  int status = status_of(run, rc);
   lk_run_free(run);
   return status;
 }

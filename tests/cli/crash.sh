@@ -149,7 +149,8 @@ for sig in INT TERM; do
   wait $pid
   got=$?
   check "SIG$sig: exit status $want" test "$got" -eq "$want"
-  check "SIG$sig: says how to resume" grep -q "resume with: loopkit train .*sgd.ini --resume .*/g$sig/checkpoints/last.ckpt" "$T/g$sig.log"
+  check "SIG$sig: says how to resume: the run directory, no config" \
+    grep -qx "loopkit: resume with: loopkit train --resume $T/g$sig" "$T/g$sig.log"
   check "SIG$sig: names the signal" grep -q "interrupted after step [0-9]*; checkpoint .* written by SIG$sig" "$T/g$sig.log"
   "$LOOPKIT" train "$T/sgd.ini" --resume "$T/g$sig/checkpoints/last.ckpt" --quiet >/dev/null 2>&1
   check "SIG$sig: the resumed run equals the uninterrupted one" \
