@@ -172,8 +172,9 @@ static char *run_name(const char *config_path) {
       size_t n = name ? strlen(name) : 0, d = n;
       while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
         d--;
-      if (name && d > 1 && d < n && name[d - 1] == '-') {
+      if (name && d > 1 && d < n && name[d - 1] == '-')
         name[d - 1] = '\0';
+      if (name && *name && strcmp(name, "/") != 0) {
         free(copy);
         copy = lk__strdup(name);
         base = copy;

@@ -426,8 +426,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__resume(run, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
-    rc = lk__rundir_open(run, cfg,
-                         run->resumed ? &ck_st : NULL);
+    rc = lk__rundir_open(run, cfg, run->resumed ? &ck_st : NULL);
   if (rc != 0) {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", lk_last_error());

@@ -93,9 +93,8 @@ static bool run_of_checkpoint(const char *ckpt, char *buf, size_t len) {
 /* --resume TARGET: a run directory (its checkpoints/last.ckpt) or a
  * checkpoint. Without a CONFIG the run's own config.ini is the config, so
  * that `loopkit train --resume RUN_DIR` goes on exactly as the run was. */
-static int resume_target(const char *target, const char **config,
-                         char *ckpt, size_t ckpt_len, char *cfg_buf,
-                         size_t cfg_len) {
+static int resume_target(const char *target, const char **config, char *ckpt,
+                         size_t ckpt_len, char *cfg_buf, size_t cfg_len) {
   struct stat st;
   char run[PATH_MAX];
   size_t n = strlen(target);
@@ -151,9 +150,8 @@ static int resume_target(const char *target, const char **config,
 static void shell_word(const char *path, char *buf, size_t len) {
   bool plain = *path != '\0';
   for (const char *p = path; *p; p++)
-    plain = plain && (strchr("_-./+,:=@%^", *p) ||
-                      (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
-                      (*p >= 'A' && *p <= 'Z'));
+    plain = plain && (strchr("_-./+,:=@%^", *p) || (*p >= '0' && *p <= '9') ||
+                      (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'));
   const char *pre = path[0] == '-' ? "./" : "";
   if (plain) {
     snprintf(buf, len, "%s%s", pre, path);
