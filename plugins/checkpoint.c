@@ -1,7 +1,12 @@
 /* checkpoint: keeps the save_top_k best checkpoints by a monitored metric,
- * as Lightning's ModelCheckpoint, named as it names them,
- * RUN_DIR/checkpoints/epoch=E-step=S.ckpt (E the 0-based epoch, S the
- * optimizer steps taken); the loop itself writes last.ckpt. A value is kept
+ * as Lightning's ModelCheckpoint, named as it names them: filename is its
+ * pattern (ckpt_name.h), by default {epoch}-{step}, which gives
+ * epoch=E-step=S.ckpt (E the 0-based epoch, S the optimizer steps taken),
+ * in dirpath (absolute, or relative to the run directory), by default
+ * RUN_DIR/checkpoints, or RUN_DIR/checkpoints/NAME for an instance named
+ * NAME:checkpoint, so that two checkpoint callbacks (two monitors) never
+ * write, link or delete each other's files; the loop itself writes
+ * last.ckpt. A value is kept
  * when fewer than save_top_k are, or when it is strictly better than the
  * worst kept one, which is then deleted (after the new file is written, so
  * that a crash leaves one file too many, never one too few). Non-finite
@@ -20,13 +25,16 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "ckpt_name.h"
 #include "monitor.h"
 
+/* A kept row: the score, epoch and step, then the filename's metrics. */
 enum { SCORE, EPOCH, STEP, N_FIELDS };
 
 typedef struct entry {
   double score;
   uint64_t epoch, step;
+  double values[CKPT_NAME_METRICS];
 } entry;
 
 typedef struct checkpoint {
@@ -34,7 +42,10 @@ typedef struct checkpoint {
   monitor m;
   int64_t top_k;     /* -1: every one, 0: none */
   size_t cap;        /* rows of kept */
-  lk_tensor *kept;   /* f64[cap, N_FIELDS], best first */
+  ckpt_name name;    /* the filename pattern */
+  char *dir;         /* dirpath as the host takes it; NULL: checkpoints */
+  size_t n_fields;   /* N_FIELDS and the filename's metrics */
+  lk_tensor *kept;   /* f64[cap, n_fields], best first */
   lk_tensor *n_kept; /* f64[1] */
   lk_tensor *checks; /* f64[1]: checks made, for the warning at the end */
 } checkpoint;
@@ -42,17 +53,40 @@ typedef struct checkpoint {
 static void destroy(void *self) {
   checkpoint *s = self;
   monitor_free(&s->m);
+  free(s->dir);
   free(s);
 }
 
 static int add_state(checkpoint *s, lk_host *host) {
-  size_t one = 1, shape[2] = {s->cap, N_FIELDS};
+  size_t one = 1, shape[2] = {s->cap, s->n_fields};
   int rc = lk_host_add_state(host, "kept", LK_F64, 2, shape, &s->kept);
   if (rc == 0)
     rc = lk_host_add_state(host, "n_kept", LK_F64, 1, &one, &s->n_kept);
   if (rc == 0)
     rc = lk_host_add_state(host, "checks", LK_F64, 1, &one, &s->checks);
   return rc;
+}
+
+/* dirpath, or the default: checkpoints/, or checkpoints/NAME when the
+ * instance has a name of its own. */
+static int set_dir(checkpoint *s, lk_host *host, const char *dirpath) {
+  const char *name = lk_host_name(host);
+  char *dir = NULL;
+  if (dirpath && *dirpath) {
+    dir = malloc(strlen(dirpath) + 1);
+    if (dir)
+      strcpy(dir, dirpath);
+  } else if (strcmp(name, "checkpoint") != 0) {
+    dir = malloc(strlen(name) + sizeof "checkpoints/");
+    if (dir)
+      snprintf(dir, strlen(name) + sizeof "checkpoints/", "checkpoints/%s",
+               name);
+  } else
+    return 0;
+  if (!dir)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->dir = dir;
+  return 0;
 }
 
 static int create(lk_host *host, const lk_options *o, void **self) {
@@ -64,6 +98,12 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->top_k = top_k;
   s->cap = top_k > 0 ? (size_t)top_k : 1;
   int rc = monitor_init(&s->m, host, o);
+  if (rc == 0)
+    rc = ckpt_name_parse(&s->name, host, lk_opt_string(o, "filename"),
+                         lk_opt_bool(o, "auto_insert_metric_name"));
+  s->n_fields = N_FIELDS + s->name.n_metrics;
+  if (rc == 0)
+    rc = set_dir(s, host, lk_opt_string(o, "dirpath"));
   if (rc == 0)
     rc = add_state(s, host);
   if (rc != 0) {
@@ -80,20 +120,49 @@ static size_t count(const checkpoint *s) {
 }
 
 static entry get(const checkpoint *s, size_t i) {
-  const double *row = (const double *)s->kept->data + i * N_FIELDS;
-  return (entry){row[SCORE], (uint64_t)row[EPOCH], (uint64_t)row[STEP]};
+  const double *row = (const double *)s->kept->data + i * s->n_fields;
+  entry e = {row[SCORE], (uint64_t)row[EPOCH], (uint64_t)row[STEP], {0}};
+  for (size_t m = 0; m < s->name.n_metrics; m++)
+    e.values[m] = row[N_FIELDS + m];
+  return e;
 }
 
 static void put(checkpoint *s, size_t i, entry e) {
-  double *row = (double *)s->kept->data + i * N_FIELDS;
+  double *row = (double *)s->kept->data + i * s->n_fields;
   row[SCORE] = e.score;
   row[EPOCH] = (double)e.epoch;
   row[STEP] = (double)e.step;
+  for (size_t m = 0; m < s->name.n_metrics; m++)
+    row[N_FIELDS + m] = e.values[m];
 }
 
-static void file_name(char *buf, size_t len, entry e) {
-  snprintf(buf, len, "epoch=%llu-step=%llu.ckpt", (unsigned long long)e.epoch,
-           (unsigned long long)e.step);
+/* E's file name; a failure when the pattern makes it longer than a file
+ * name may be. */
+static int file_name(const checkpoint *s, char *buf, size_t len, entry e) {
+  if (ckpt_name_render(&s->name, e.epoch, e.step, e.values, buf, len) &&
+      strcmp(buf, "best.ckpt") != 0 && strcmp(buf, "last.ckpt") != 0)
+    return 0;
+  return lk_fail(s->host, LK_ECONFIG,
+                 "option filename: the name for epoch %llu, step %llu is "
+                 "longer than %zu bytes, or is best.ckpt or last.ckpt",
+                 (unsigned long long)e.epoch, (unsigned long long)e.step,
+                 len - 1);
+}
+
+/* The filename's metric fields, at the point where E is checked. */
+static int read_values(checkpoint *s, entry *e) {
+  for (size_t m = 0; m < s->name.n_metrics; m++)
+    if (lk_host_metric(s->host, s->name.metrics[m], &e->values[m]) != 0)
+      return lk_fail(s->host, LK_ECONFIG,
+                     "option filename: field {%s} was never logged: name "
+                     "epoch, step or a metrics.csv column",
+                     s->name.metrics[m]);
+  return 0;
+}
+
+static int save(checkpoint *s, const char *file) {
+  return s->dir ? lk_host_save_checkpoint_in(s->host, s->dir, file)
+                : lk_host_save_checkpoint(s->host, file);
 }
 
 /* Strictly better: a tie keeps the older file, as Lightning does. */
@@ -126,15 +195,18 @@ static bool insert(checkpoint *s, size_t pos, entry e, entry *evicted) {
   return full && s->top_k != -1;
 }
 
-static int remove_file(checkpoint *s, entry e) {
-  const char *dir = lk_host_run_dir(s->host);
-  char name[96];
-  file_name(name, sizeof name, e);
-  size_t len = strlen(dir) + sizeof "/checkpoints/" + strlen(name);
+static int remove_file(checkpoint *s, entry e, const char *name) {
+  const char *run_dir = lk_host_run_dir(s->host);
+  if (!run_dir)
+    return 0; /* ranks other than 0 write nothing */
+  /* Where the host wrote it: dirpath absolute, or in the run directory. */
+  const char *dir = s->dir ? s->dir : "checkpoints";
+  const char *base = dir[0] == '/' ? "" : run_dir;
+  size_t len = strlen(base) + strlen(dir) + strlen(name) + 3;
   char *path = malloc(len);
   if (!path)
     return lk_fail(s->host, LK_ENOMEM, "out of memory");
-  snprintf(path, len, "%s/checkpoints/%s", dir, name);
+  snprintf(path, len, "%s%s%s/%s", base, *base ? "/" : "", dir, name);
   int rc = 0;
   if (unlink(path) == 0)
     lk_log(s->host, LK_LOG_DEBUG, "removed %s (no longer in the top %lld)",
@@ -153,18 +225,23 @@ static int keep(checkpoint *s, entry e) {
   size_t pos = position(s, e);
   if (pos == s->cap && s->top_k != -1)
     return 0;
-  entry evicted = {0, 0, 0};
+  char name[256], old[256];
+  int rc = file_name(s, name, sizeof name, e);
+  if (rc != 0)
+    return rc;
+  entry evicted = {0, 0, 0, {0}};
   bool evict = pos < s->cap && insert(s, pos, e, &evicted);
-  char name[96];
-  file_name(name, sizeof name, e);
   /* After the list changed: the file holds the list it is in. */
-  int rc = lk_host_save_checkpoint(s->host, name);
-  if (rc == 0 && evict)
-    rc = remove_file(s, evicted);
+  rc = save(s, name);
+  /* A pattern without epoch or step names the new file as the old one. */
+  if (rc == 0 && evict && (rc = file_name(s, old, sizeof old, evicted)) == 0 &&
+      strcmp(old, name) != 0)
+    rc = remove_file(s, evicted, old);
   if (rc == 0 && pos == 0) {
-    lk_log(s->host, LK_LOG_INFO, "new best %s %.6g at epoch %llu: %s",
-           s->m.name, e.score, (unsigned long long)e.epoch, name);
-    rc = lk_host_save_checkpoint(s->host, "best.ckpt");
+    lk_log(s->host, LK_LOG_INFO, "new best %s %.6g at epoch %llu: %s%s%s",
+           s->m.name, e.score, (unsigned long long)e.epoch,
+           s->dir ? s->dir : "", s->dir ? "/" : "", name);
+    rc = save(s, "best.ckpt");
   }
   return rc;
 }
@@ -172,12 +249,14 @@ static int keep(checkpoint *s, entry e) {
 static int check(checkpoint *s, const lk_step_result *val) {
   if (s->top_k == 0)
     return 0;
-  entry e;
+  entry e = {0, 0, 0, {0}};
   int rc = monitor_read(&s->m, s->host, val, &e.score);
   if (rc != 0)
     return rc;
   *(double *)s->checks->data += 1;
   lk_host_progress(s->host, &e.epoch, &e.step);
+  if ((rc = read_values(s, &e)) != 0)
+    return rc;
   if (!isfinite(e.score)) {
     lk_log(s->host, LK_LOG_INFO, "%s = %g at epoch %llu: not kept", s->m.name,
            e.score, (unsigned long long)e.epoch);
@@ -196,7 +275,7 @@ static int check_state(void *self) {
   const double *kept = s->kept->data;
   for (size_t i = 0; rc == 0 && i < count(s); i++)
     for (int f = EPOCH; rc == 0 && f <= STEP; f++) {
-      double v = kept[i * N_FIELDS + f];
+      double v = kept[i * s->n_fields + f];
       if (!(v >= 0 && v <= LK_STATE_MAX_COUNT && v == floor(v)))
         rc = lk_fail(s->host, LK_EFORMAT,
                      "state %s: kept entry %zu has %s %.17g: expected a whole "
@@ -230,6 +309,19 @@ static const lk_option options[] = {
      "how many of the best checkpoints to keep: K >= 1 (at most 100000), -1 "
      "every one, 0 none",
      "[-1, 100000]"},
+    {"filename", LK_OPT_STRING, "{epoch}-{step}",
+     "the kept files' names, .ckpt appended: text and fields {epoch}, {step} "
+     "or a metric ({val_loss:.4f}; formats [0][WIDTH][.PREC] then d for "
+     "epoch and step, f, e or g for a metric, default g), each written "
+     "NAME=VALUE",
+     NULL},
+    {"dirpath", LK_OPT_STRING, "",
+     "the directory of the kept files and best.ckpt: absolute, or relative "
+     "to the run directory (default: checkpoints, or checkpoints/NAME for an "
+     "instance named NAME:checkpoint)",
+     NULL},
+    {"auto_insert_metric_name", LK_OPT_BOOL, "true",
+     "write each filename field as NAME=VALUE (false: the value alone)", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_callback_ops callback_ops = {

@@ -45,7 +45,7 @@ int lk__hooks_call(const lk__registry *reg, lk__hook_id id, lk__hook_arg arg) {
     if (rc != 0)
       return lk__entry_failed(rc, mark, "%s of plugin %s",
                               lk__kinds[LK__KIND_CALLBACK].entries[id].name,
-                              cb->name);
+                              cb->label);
   }
   return 0;
 }

@@ -308,7 +308,20 @@ int lk_host_save_checkpoint(lk_host *host, const char *file) {
   if (!run)
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
                    host->inst->name, file ? file : "(null)");
-  return lk__rundir_request(run, host->inst->name, file);
+  return lk__rundir_request(run, host->inst->label, NULL, file);
+}
+
+int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
+                               const char *file) {
+  lk_run *run = host->env->run;
+  if (!run)
+    return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
+                   host->inst->label, file ? file : "(null)");
+  return lk__rundir_request(run, host->inst->label, dir, file);
+}
+
+const char *lk_host_name(lk_host *host) {
+  return host->inst->name;
 }
 
 const char *lk_host_run_dir(lk_host *host) {

@@ -29,6 +29,6 @@ void lk_log(lk_host *host, lk_log_level level, const char *fmt, ...) {
     return;
   va_list ap;
   va_start(ap, fmt);
-  emit(env, level, host->inst->name, fmt, ap);
+  emit(env, level, host->inst->label, fmt, ap);
   va_end(ap);
 }

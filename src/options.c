@@ -254,6 +254,11 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
   }
   opts->n = n;
   int rc = 0;
+  /* The instance as messages name it: SECTION:PLUGIN when they differ. */
+  char who[160];
+  snprintf(who, sizeof who, "%s%s%s",
+           strcmp(section, desc->name) ? section : "",
+           strcmp(section, desc->name) ? ":" : "", desc->name);
   /* Every key of the section must be declared. */
   for (size_t i = 0; cfg && i < lk__config_count(cfg) && rc == 0; i++) {
     const lk_config_entry *e = lk__config_at(cfg, i);
@@ -267,7 +272,7 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
       list_accepted(desc, acc, sizeof acc);
       rc = lk__err(LK_ECONFIG,
                    "%s: unknown option \"%s\" for plugin %s; accepted: %s",
-                   e->where, e->key, desc->name, acc);
+                   e->where, e->key, who, acc);
     }
   }
   for (size_t k = 0; k < n && rc == 0; k++) {
@@ -291,14 +296,13 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
     } else if (o->def) {
       rc = parse_value(desc, v, abs ? abs : o->def, &range);
       if (rc != 0)
-        rc = lk__err_prefix(rc, "plugin %s: default of option %s%s%s",
-                            desc->name, o->name, range ? " = " : "",
-                            range ? o->def : "");
+        rc = lk__err_prefix(rc, "plugin %s: default of option %s%s%s", who,
+                            o->name, range ? " = " : "", range ? o->def : "");
     } else {
       rc = lk__err(LK_ECONFIG,
                    "plugin %s: missing required option \"%s\" (%s: %s); set "
                    "it under [%s]",
-                   desc->name, o->name, lk_option_type_name(o->type),
+                   who, o->name, lk_option_type_name(o->type),
                    o->help ? o->help : "", section);
     }
     free(abs);

@@ -4,40 +4,157 @@
 
 #include "env.h"
 
-int lk__registry_find(lk__env *env, const char *name, const char *where,
+/* An instance name: what a plugin name may be ([A-Za-z0-9_-]+), and not a
+ * section of the host's own. */
+static bool valid_instance_name(const char *s) {
+  if (!*s || !strcmp(s, "loop") || !strcmp(s, "plugins"))
+    return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+      return false;
+  return true;
+}
+
+static char *trimmed(const char *s, size_t len) {
+  while (len && (*s == ' ' || *s == '\t'))
+    s++, len--;
+  while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+    len--;
+  char *out = malloc(len + 1);
+  if (out) {
+    memcpy(out, s, len);
+    out[len] = '\0';
+  }
+  return out;
+}
+
+/* SPEC as NAME (NULL when it gives none) and PLUGIN. A colon after a slash
+ * is a path's. */
+static int split_spec(const char *spec, const char *where, char **name,
+                      char **plugin) {
+  const char *whole = spec;
+  const char *colon = strchr(spec, ':');
+  const char *slash = strchr(spec, '/');
+  *name = NULL;
+  if (colon && (!slash || colon < slash)) {
+    *name = trimmed(spec, (size_t)(colon - spec));
+    spec = colon + 1;
+  }
+  *plugin = trimmed(spec, strlen(spec));
+  if (!*plugin || (colon && !*name)) {
+    free(*name);
+    free(*plugin);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  if (*name && !valid_instance_name(*name)) {
+    int rc = lk__err(LK_ECONFIG,
+                     "%s: instance name \"%s\" in \"%s\": a name is letters, "
+                     "digits, _ and - (and not loop or plugins), as in "
+                     "best_loss:checkpoint",
+                     where, *name, whole);
+    free(*name);
+    free(*plugin);
+    return rc;
+  }
+  return 0;
+}
+
+/* Whether IN is an instance of PLUGIN (a name, or the path it came from). */
+static bool is_of(const lk__instance *in, const char *plugin) {
+  return !strcmp(in->given, plugin) || !strcmp(in->desc->name, plugin);
+}
+
+static void instance_free(lk__instance *in) {
+  if (!in)
+    return;
+  lk__options_free(in->opts);
+  if (in->plugin)
+    lk_plugin_close(in->plugin);
+  free(in->name);
+  free(in->given);
+  free(in->spec);
+  free(in->label);
+  free(in->where);
+  free(in);
+}
+
+/* The name SPEC's instance has (after load for a path), its spec and
+ * label. */
+static int name_instance(lk__instance *in, char *name) {
+  in->named = name && strcmp(name, in->desc->name) != 0;
+  in->name =
+      name ? name
+           : lk__strdup(strchr(in->given, '/') ? in->desc->name : in->given);
+  if (!in->name)
+    return LK_ENOMEM;
+  in->spec = in->named ? lk__asprintf("%s:%s", in->name, in->given)
+                       : lk__strdup(in->given);
+  in->label = in->named ? lk__asprintf("%s:%s", in->name, in->desc->name)
+                        : lk__strdup(in->name);
+  return in->spec && in->label ? 0 : LK_ENOMEM;
+}
+
+static int twice(const lk__instance *in, const char *name, const char *plugin,
+                 const char *where) {
+  return lk__err(LK_ECONFIG,
+                 "%s: name %s is used twice: for plugin %s here and for "
+                 "plugin %s (%s); give each instance its own name: "
+                 "NAME:PLUGIN",
+                 where, name, plugin, in->desc->name, in->where);
+}
+
+int lk__registry_find(lk__env *env, const char *spec, const char *where,
                       lk__instance **out) {
   lk__registry *reg = &env->reg;
-  for (size_t i = 0; i < reg->n; i++)
-    if (strcmp(reg->all[i]->name, name) == 0 ||
-        (reg->all[i]->given && strcmp(reg->all[i]->given, name) == 0)) {
-      *out = reg->all[i];
-      return 0;
-    }
+  char *name, *plugin;
+  int rc = split_spec(spec, where, &name, &plugin);
+  if (rc != 0)
+    return rc;
+  /* The instance of that name; a path without one is found by its path. */
+  const char *key = name ? name : strchr(plugin, '/') ? NULL : plugin;
+  for (size_t i = 0; i < reg->n; i++) {
+    lk__instance *in = reg->all[i];
+    if (key ? strcmp(in->name, key) != 0
+            : in->named || strcmp(in->given, plugin) != 0)
+      continue;
+    rc = is_of(in, plugin) ? 0 : twice(in, in->name, plugin, where);
+    free(name);
+    free(plugin);
+    if (rc == 0)
+      *out = in;
+    return rc;
+  }
   lk__instance *in = calloc(1, sizeof *in);
   lk__instance **grown = realloc(reg->all, (reg->n + 1) * sizeof *grown);
   if (grown)
     reg->all = grown;
-  if (!in || !grown || !(in->name = lk__strdup(name))) {
+  if (!in || !grown || !(in->where = lk__strdup(where))) {
     free(in);
+    free(name);
+    free(plugin);
     return lk__err(LK_ENOMEM, "out of memory");
   }
-  int rc = lk_plugin_open(name, &in->plugin);
+  in->given = plugin;
+  rc = lk_plugin_open(plugin, &in->plugin);
   if (rc != 0) {
-    free(in->name);
-    free(in);
+    free(name);
+    instance_free(in);
     return lk__err_prefix(rc, "%s", where);
   }
   in->desc = lk_plugin_desc(in->plugin);
   in->minor = lk__plugin_minor(in->plugin);
-  if (strchr(name, '/')) { /* a path: its section is the plugin's name */
-    in->given = in->name;
-    if (!(in->name = lk__strdup(in->desc->name))) {
-      lk_plugin_close(in->plugin);
-      free(in->given);
-      free(in);
-      return lk__err(LK_ENOMEM, "out of memory");
-    }
+  if (name_instance(in, name) != 0) {
+    instance_free(in);
+    return lk__err(LK_ENOMEM, "out of memory");
   }
+  /* A path's instance is named only now: after its descriptor's name. */
+  for (size_t i = 0; !key && i < reg->n; i++)
+    if (!strcmp(reg->all[i]->name, in->name)) {
+      rc = twice(reg->all[i], in->name, plugin, where);
+      instance_free(in);
+      return rc;
+    }
   in->host.env = env;
   in->host.inst = in;
   reg->all[reg->n++] = in;
@@ -45,17 +162,17 @@ int lk__registry_find(lk__env *env, const char *name, const char *where,
   return 0;
 }
 
-int lk__registry_assign(lk__env *env, lk__kind_id k, const char *name,
+int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
                         const char *where, lk__instance **out) {
   lk__instance *in = NULL;
-  int rc = lk__registry_find(env, name, where, &in);
+  int rc = lk__registry_find(env, spec, where, &in);
   if (rc != 0)
     return rc;
   if (!lk__kind_has(in->desc, in->minor, &lk__kinds[k])) {
     char kinds[128];
     return lk__err(
         LK_EKIND, "%s: plugin %s (%s) cannot be the %s: it implements %s",
-        where, name, lk_plugin_path(in->plugin), lk__kinds[k].name,
+        where, in->label, lk_plugin_path(in->plugin), lk__kinds[k].name,
         *lk_plugin_kinds(in->plugin, kinds, sizeof kinds) ? kinds : "no kind");
   }
   *out = in;
@@ -86,7 +203,7 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
     reg->n_reserved--;
     if (rc != 0)
       return lk__entry_failed(rc, mark, "plugin %s (%s) failed to start",
-                              in->name, lk_plugin_path(in->plugin));
+                              in->label, lk_plugin_path(in->plugin));
   }
   in->created = true;
   reg->created[reg->n_created++] = in;
@@ -122,14 +239,8 @@ void lk__registry_free(lk__registry *reg) {
     in->created = false;
   }
   free(reg->created);
-  for (size_t i = 0; i < reg->n; i++) {
-    lk__instance *in = reg->all[i];
-    lk__options_free(in->opts);
-    lk_plugin_close(in->plugin);
-    free(in->name);
-    free(in->given);
-    free(in);
-  }
+  for (size_t i = 0; i < reg->n; i++)
+    instance_free(reg->all[i]);
   free(reg->all);
   memset(reg, 0, sizeof *reg);
 }

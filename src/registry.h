@@ -1,7 +1,11 @@
-/* The plugin instances of a run and the roles they play. A plugin named
- * by several roles is one instance (a model is step and backward); a
- * callback list names several. Instances are created in the kinds' order
- * (kinds.h) and destroyed in the reverse of it, before any is unloaded. */
+/* The plugin instances of a run and the roles they play. [plugins] names
+ * an instance NAME:PLUGIN, or PLUGIN, which is then its name too; the name
+ * is the instance's config section and prefixes its state, so that two
+ * instances of one plugin (two checkpoint callbacks) keep theirs apart.
+ * Roles that name the same instance share it (a model is step and
+ * backward); a name is one plugin's, in the whole config. Instances are
+ * created in the kinds' order (kinds.h) and destroyed in the reverse of
+ * it, before any is unloaded. */
 #ifndef LK_REGISTRY_H
 #define LK_REGISTRY_H
 
@@ -24,9 +28,14 @@ struct lk__instance {
   lk_plugin *plugin;
   const lk_descriptor *desc; /* the host's checked copy */
   unsigned minor;            /* the ABI minor it was built for */
-  char *name;                /* as named in [plugins]: its config section */
-  char *given;               /* a path as named in [plugins] (name is then the
-                                descriptor's), so that roles naming it share it */
+  char *name;  /* its config section and state prefix: NAME of NAME:PLUGIN,
+                  else the plugin's name (a path's descriptor name) */
+  char *given; /* the plugin as [plugins] names it: a name or a path */
+  char *spec;  /* NAME:PLUGIN, or PLUGIN when NAME is the plugin's own:
+                  what the effective config records */
+  char *label; /* for messages: NAME, or NAME:PLUGIN when they differ */
+  char *where; /* where the config first names it */
+  bool named;  /* the config gave it a name of its own */
   lk_options *opts;
   void *self;
   bool created;
@@ -47,13 +56,14 @@ typedef struct lk__registry {
   size_t n_callbacks;
 } lk__registry;
 
-/* The instance of plugin NAME, loaded the first time it is named; WHERE
- * prefixes a load error (the config line naming it). */
-int lk__registry_find(lk__env *env, const char *name, const char *where,
+/* The instance SPEC names (NAME:PLUGIN or PLUGIN), its plugin loaded the
+ * first time it is named. A name already given to another plugin is an
+ * error. WHERE prefixes errors (the config line naming it). */
+int lk__registry_find(lk__env *env, const char *spec, const char *where,
                       lk__instance **out);
 
-/* NAME as kind K, checked to have K's required entries. */
-int lk__registry_assign(lk__env *env, lk__kind_id k, const char *name,
+/* SPEC's instance as kind K, checked to have K's required entries. */
+int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
                         const char *where, lk__instance **out);
 
 /* Creates IN (once), with its options parsed from env->src_cfg. */

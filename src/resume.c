@@ -134,7 +134,7 @@ static int check_plugins(lk_run *run, const char *path) {
     uint64_t mark = lk__err_mark();
     int rc = in->desc->check_state(in->self);
     if (rc != 0) {
-      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->name);
+      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->label);
       return LK_EFORMAT;
     }
   }

@@ -153,7 +153,8 @@ void lk__rundir_close(lk__rundir *rd);
 /* last.ckpt (and step-N.ckpt with keep_last): the "checkpoint_save" phase. */
 int lk__rundir_save(lk_run *run);
 /* A checkpoint a plugin asked for, written at the next whole point. */
-int lk__rundir_request(lk_run *run, const char *who, const char *file);
+int lk__rundir_request(lk_run *run, const char *who, const char *dir,
+                       const char *file);
 int lk__rundir_write_pending(lk_run *run);
 
 /* ---- resume.c ------------------------------------------------------------ */

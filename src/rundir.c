@@ -715,7 +715,19 @@ int lk__rundir_save(lk_run *run) {
   return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
 }
 
-int lk__rundir_request(lk_run *run, const char *who, const char *file) {
+/* Where a plugin's checkpoint FILE goes: DIR (absolute, or relative to the
+ * run directory), or checkpoints/ without one. */
+static char *request_path(const lk__rundir *rd, const char *dir,
+                          const char *file) {
+  if (!dir)
+    return lk__asprintf("%s/%s", rd->ckpt_dir, file);
+  if (dir[0] == '/')
+    return lk__asprintf("%s/%s", dir, file);
+  return lk__asprintf("%s/%s/%s", rd->dir, dir, file);
+}
+
+int lk__rundir_request(lk_run *run, const char *who, const char *dir,
+                       const char *file) {
   lk__rundir *rd = &run->rd;
   if (!file || !*file || strchr(file, '/') || !strcmp(file, ".") ||
       !strcmp(file, "..") || !strcmp(file, "last.ckpt") ||
@@ -724,21 +736,29 @@ int lk__rundir_request(lk_run *run, const char *who, const char *file) {
                    "plugin %s: checkpoint name \"%s\" is not a plain file "
                    "name other than last.ckpt",
                    who, file ? file : "(null)");
+  if (dir && !*dir)
+    return lk__err(LK_EINVAL, "plugin %s: checkpoint directory \"\" for %s",
+                   who, file);
   if (run->env.rank != 0)
     return 0; /* rank 0 writes the run directory */
   if (!rd->dir)
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in", who,
                    file);
+  char *path = request_path(rd, dir, file);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
   for (size_t i = 0; i < rd->n_pending; i++)
-    if (!strcmp(rd->pending[i], file))
+    if (!strcmp(rd->pending[i], path)) {
+      free(path);
       return 0;
-  if (rd->n_pending == LK__MAX_PENDING)
+    }
+  if (rd->n_pending == LK__MAX_PENDING) {
+    free(path);
     return lk__err(LK_ESTATE,
                    "plugin %s: more than %d checkpoints asked for at once", who,
                    LK__MAX_PENDING);
-  if (!(rd->pending[rd->n_pending] = lk__strdup(file)))
-    return lk__err(LK_ENOMEM, "out of memory");
-  rd->n_pending++;
+  }
+  rd->pending[rd->n_pending++] = path;
   return 0;
 }
 
@@ -746,13 +766,17 @@ int lk__rundir_write_pending(lk_run *run) {
   lk__rundir *rd = &run->rd;
   int rc = 0;
   for (size_t i = 0; i < rd->n_pending; i++) {
-    char *path =
-        rc == 0 ? lk__asprintf("%s/%s", rd->ckpt_dir, rd->pending[i]) : NULL;
-    if (rc == 0 && !path)
+    /* Its directory, made now: a plugin's own (dirpath) may not exist. */
+    char *dir = rc == 0 ? lk__strdup(rd->pending[i]) : NULL;
+    if (rc == 0 && !dir)
       rc = lk__err(LK_ENOMEM, "out of memory");
-    if (rc == 0 && (rc = write_to(run, path)) != 0)
+    if (rc == 0 && strrchr(dir, '/') != dir)
+      *strrchr(dir, '/') = '\0';
+    if (rc == 0 && (rc = mkdir_p(dir)) == 0)
+      rc = write_to(run, rd->pending[i]);
+    if (rc != 0 && dir)
       rc = lk__err_prefix(rc, "checkpoint %s not written", rd->pending[i]);
-    free(path);
+    free(dir);
     free(rd->pending[i]);
   }
   rd->n_pending = 0;

@@ -48,14 +48,14 @@ static int assign_callbacks(lk_run *run, const lk_config_entry *e) {
     else
       rc = lk__registry_assign(&run->env, LK__KIND_CALLBACK, t, e->where, &in);
     /* One instance runs each hook once: listing it twice would run it
-     * twice on the same state, silently. */
+     * twice on the same state, silently; two instances need two names. */
     for (size_t k = 0; rc == 0 && k < reg->n_callbacks; k++)
       if (reg->callbacks[k] == in)
         rc = lk__err(LK_ECONFIG,
-                     "%s: callback %s is listed twice in [plugins] callbacks: "
-                     "a plugin is one instance, which would run every hook "
-                     "twice on the same state",
-                     e->where, t);
+                     "%s: name %s is used twice in [plugins] callbacks: one "
+                     "instance would run every hook twice on the same state; "
+                     "name each instance (NAME:PLUGIN, e.g. a:%s, b:%s)",
+                     e->where, in->name, in->desc->name, in->desc->name);
     if (rc == 0)
       reg->callbacks[reg->n_callbacks++] = in;
   }
@@ -129,9 +129,9 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
     if (lk__kind_has(step->desc, step->minor, kind))
       *slot = step;
     else if (!run->loop.manual)
-      return lk__registry_assign(
-          &run->env, k, step->given ? step->given : step->name,
-          lk_config_find(cfg, "plugins", "step")->where, slot);
+      return lk__registry_assign(&run->env, k, step->spec,
+                                 lk_config_find(cfg, "plugins", "step")->where,
+                                 slot);
     return 0;
   }
   return name ? lk__registry_assign(&run->env, k, name, e ? e->where : where,
@@ -305,8 +305,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
     if (kind->many && e && !is_none(e))
       rc = lk_config_put(run->cfg, "plugins", kind->role, e->value, e->where);
     else if (!kind->many && in)
-      rc = lk_config_put(run->cfg, "plugins", kind->role,
-                         in->given ? in->given : in->name,
+      rc = lk_config_put(run->cfg, "plugins", kind->role, in->spec,
                          e ? e->where : lk__config_path(cfg));
   }
   for (size_t i = 0; i < reg->n && rc == 0; i++)

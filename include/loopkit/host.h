@@ -172,6 +172,16 @@ LK_API void lk_host_progress(lk_host *host, uint64_t *epoch,
  * scheduler step; resuming from it continues exactly from there. A failed
  * write fails the run. */
 LK_API int lk_host_save_checkpoint(lk_host *host, const char *file);
+/* Since ABI 1.4. As lk_host_save_checkpoint, in directory DIR instead of
+ * RUN_DIR/checkpoints: DIR absolute, or relative to the run directory
+ * (NULL: checkpoints), created with its parents when the checkpoint is
+ * written. */
+LK_API int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
+                                      const char *file);
+/* Since ABI 1.4. This instance's name: NAME when [plugins] names it
+ * NAME:PLUGIN, else the plugin's name; it is the instance's config
+ * section. Two instances of one plugin have two names. */
+LK_API const char *lk_host_name(lk_host *host);
 
 /* Run directory (NULL outside a training run). */
 LK_API const char *lk_host_run_dir(lk_host *host);
