@@ -34,8 +34,8 @@ static int action(lk_run *run, const char *name, int *id) {
   uint64_t mark = lk__err_mark();
   *id = p->desc->profiler->action(p->self, name);
   if (*id < 0)
-    return lk__entry_failed(*id, mark, "profiler %s refused action %s", p->name,
-                            name);
+    return lk__entry_failed(*id, mark, "profiler %s refused action %s",
+                            p->label, name);
   return 0;
 }
 

@@ -50,7 +50,7 @@ static int scaled_backward(void *ctx, const lk_batch *batch, double scale) {
     return lk__err(LK_EINVAL,
                    "loss_scale of precision %s is %g: expected a finite "
                    "number > 0",
-                   p->name, s);
+                   p->label, s);
   return run->calls.backward(lk__role(run, LK__KIND_BACKWARD)->self, batch,
                              scale * s);
 }
@@ -68,7 +68,7 @@ static int unscale(lk_run *run) {
                                                  ts->n_params, &skip);
   if (rc != 0)
     return lk__entry_failed(rc, mark, "unscale_gradients of precision %s",
-                            p->name);
+                            p->label);
   run->chain.precision_skip = skip;
   for (size_t i = 0; skip && i < ts->n_params; i++) {
     lk_tensor *t = ts->params[i];
@@ -90,7 +90,7 @@ int lk__chain_after_backward(lk_run *run) {
         s->desc->strategy->reduce_gradients(s->self, ts->params, ts->n_params);
     if (rc != 0)
       return lk__entry_failed(rc, mark, "reduce_gradients of plugin %s",
-                              s->name);
+                              s->label);
   }
   if (window_end && lk__role(run, LK__KIND_PRECISION)) {
     int rc = unscale(run);
@@ -240,7 +240,7 @@ int lk__chain_consume(lk_run *run, lk_step_result *r) {
   int rc = lk_closure_consume(run->chain.closure, r);
   return rc ? rc
             : lk__check_result(r, "training_step",
-                               lk__role(run, LK__KIND_STEP)->name);
+                               lk__role(run, LK__KIND_STEP)->label);
 }
 
 void lk__chain_free(lk__chain *c) {

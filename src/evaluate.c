@@ -84,7 +84,7 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
   int rc =
       run->calls.data_epoch(data->self, split, run->state.progress.epoch, &nb);
   if (rc != 0)
-    return lk__entry_failed(rc, mark, "epoch of data plugin %s", data->name);
+    return lk__entry_failed(rc, mark, "epoch of data plugin %s", data->label);
   if (nb == 0)
     return 0;
   /* Only a validation that runs is announced: on_validation_end follows. */
@@ -115,16 +115,16 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
     mark = lk__err_mark();
     if ((rc = run->calls.data_batch(data->self, split, b, &batch)) != 0)
       return lk__entry_failed(rc, mark, "batch %zu of data plugin %s", b,
-                              data->name);
+                              data->label);
     memset(&r, 0, sizeof r);
     mark = lk__err_mark();
     if ((rc = fn(step->self, &batch, &r)) != 0)
-      return lk__entry_failed(rc, mark, "%s of plugin %s", entry, step->name);
-    if ((rc = lk__check_result(&r, entry, step->name)) != 0)
+      return lk__entry_failed(rc, mark, "%s of plugin %s", entry, step->label);
+    if ((rc = lk__check_result(&r, entry, step->label)) != 0)
       return rc;
     if (b == first)
       *mean = r;
-    else if ((rc = same_metrics(mean, &r, entry, step->name, b)) != 0)
+    else if ((rc = same_metrics(mean, &r, entry, step->label, b)) != 0)
       return rc;
     double w = batch.size ? (double)batch.size : 1.0;
     samples += w;

@@ -23,10 +23,11 @@ static int loss_at(lk_run *run, const lk_batch *b, double *loss) {
   uint64_t mark = lk__err_mark();
   int rc = step->desc->step->training_step(step->self, b, &r);
   if (rc != 0)
-    return lk__entry_failed(rc, mark, "training_step of plugin %s", step->name);
+    return lk__entry_failed(rc, mark, "training_step of plugin %s",
+                            step->label);
   if (!r.has_loss)
     return lk__err(LK_EPLUGIN, "plugin %s gave no loss: nothing to check",
-                   step->name);
+                   step->label);
   *loss = r.loss;
   return 0;
 }
@@ -46,7 +47,7 @@ static int check_batch(lk_run *run, const lk_batch *b, size_t samples,
     return rc;
   uint64_t mark = lk__err_mark();
   if ((rc = bw->desc->backward->backward(bw->self, b, 1.0)) != 0)
-    return lk__entry_failed(rc, mark, "backward of plugin %s", bw->name);
+    return lk__entry_failed(rc, mark, "backward of plugin %s", bw->label);
   for (size_t i = 0; i < ts->n_params; i++) {
     lk_tensor *t = ts->params[i];
     size_t n = t->numel < samples ? t->numel : samples;
@@ -91,14 +92,14 @@ int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
   uint64_t mark = lk__err_mark();
   if (rc == 0 && data &&
       (rc = data->desc->data->epoch(data->self, LK_SPLIT_TRAIN, 0, &nb)) != 0)
-    rc = lk__entry_failed(rc, mark, "epoch of data plugin %s", data->name);
+    rc = lk__entry_failed(rc, mark, "epoch of data plugin %s", data->label);
   for (size_t b = 0; rc == 0 && data && b < nb && b < batches; b++) {
     lk_batch batch = {0};
     mark = lk__err_mark();
     rc = data->desc->data->batch(data->self, LK_SPLIT_TRAIN, b, &batch);
     if (rc != 0)
       rc = lk__entry_failed(rc, mark, "batch %zu of data plugin %s", b,
-                            data->name);
+                            data->label);
     else
       rc = check_batch(run, &batch, samples, max, checked);
   }

@@ -53,7 +53,7 @@ int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
     return lk__err(LK_EINVAL,
                    "plugin %s: lk_host_add_param_states(\"%s\", %zu): the run "
                    "has %zu parameters",
-                   host->inst->name, prefix ? prefix : "(null)", n,
+                   host->inst->label, prefix ? prefix : "(null)", n,
                    ts->n_params);
   for (size_t i = 0; i < n; i++) {
     const lk_tensor *p = ts->params[i];
@@ -81,7 +81,7 @@ lk_tensor *const *lk_host_states(lk_host *host, size_t *n) {
 
 int lk_state_check(lk_host *host, const lk_tensor *t, double min, double max,
                    bool integer) {
-  const char *who = host && host->inst ? host->inst->name : "host";
+  const char *who = host && host->inst ? host->inst->label : "host";
   if (!t || !t->data)
     return lk__err(LK_EINVAL, "plugin %s: lk_state_check of no tensor", who);
   for (size_t i = 0; i < t->numel; i++) {
@@ -139,7 +139,7 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   const lk__instance *d = host->env->reg.role[LK__KIND_DATA];
   if (!out)
     return lk__err(LK_EINVAL, "plugin %s: lk_host_data_shape: OUT is NULL",
-                   host->inst->name);
+                   host->inst->label);
   memset(out, 0, sizeof *out);
   int (*shape)(void *, lk_sample_shape *) = NULL;
   void (*entry)(void) =
@@ -147,15 +147,15 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   memcpy(&shape, &entry, sizeof shape);
   if (!d)
     return lk__err(LK_ENOTFOUND, "plugin %s: this run has no data plugin",
-                   host->inst->name);
+                   host->inst->label);
   if (!shape)
     return lk__err(LK_ENOTFOUND,
                    "plugin %s: data plugin %s does not say what its samples "
                    "look like",
-                   host->inst->name, d->name);
+                   host->inst->label, d->name);
   if (!d->created)
     return lk__err(LK_ESTATE, "plugin %s: data plugin %s is not created yet",
-                   host->inst->name, d->name);
+                   host->inst->label, d->name);
   uint64_t mark = lk__err_mark();
   int rc = shape(d->self, out);
   if (rc != 0)
@@ -187,15 +187,15 @@ int lk_host_set_lr(lk_host *host, double lr) {
   if (!ops)
     return lk__err(LK_ESTATE,
                    "plugin %s: the optimizer has no learning rate to set",
-                   host->inst->name);
+                   host->inst->label);
   if (!isfinite(lr) || lr < 0)
     return lk__err(LK_EINVAL, "plugin %s: learning rate %g is not >= 0",
-                   host->inst->name, lr);
+                   host->inst->label, lr);
   if (!opt->created)
     return lk__err(LK_ESTATE,
                    "plugin %s: the optimizer is not created yet (schedulers "
                    "are created after it)",
-                   host->inst->name);
+                   host->inst->label);
   ops->set_lr(opt->self, lr);
   return 0;
 }
@@ -205,9 +205,9 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
   if (env->tensors.sealed || !env->src_cfg)
     return lk__err(LK_ESTATE,
                    "plugin %s: lk_host_optimizer_new is only for create",
-                   host->inst->name);
+                   host->inst->label);
   char where[256];
-  snprintf(where, sizeof where, "option of plugin %s", host->inst->name);
+  snprintf(where, sizeof where, "option of plugin %s", host->inst->label);
   lk__instance *in;
   int rc = lk__registry_find(env, name, where, &in);
   if (rc != 0)
@@ -215,7 +215,7 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
   if (in == host->inst ||
       !lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_OPTIMIZER]))
     return lk__err(LK_EKIND, "plugin %s: %s (%s) cannot be its optimizer",
-                   host->inst->name, name, lk_plugin_path(in->plugin));
+                   host->inst->label, name, lk_plugin_path(in->plugin));
   if ((rc = lk__registry_create(env, in)) != 0)
     return rc;
   *out = (lk_optimizer *)in;
@@ -262,7 +262,7 @@ int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
   const lk__instance *step = host->env->reg.role[LK__KIND_STEP];
   if (!step || !step->created)
     return lk__err(LK_ESTATE, "plugin %s: there is no step to evaluate yet",
-                   host->inst->name);
+                   host->inst->label);
   lk_step_result r = {0};
   uint64_t mark = lk__err_mark();
   int rc = step->desc->step->training_step(step->self, batch, &r);
@@ -284,15 +284,15 @@ int lk_host_metric(lk_host *host, const char *name, double *value) {
       return 0;
     }
   return lk__err(LK_ENOTFOUND, "plugin %s: no metric \"%s\" logged yet",
-                 host->inst->name, name ? name : "(null)");
+                 host->inst->label, name ? name : "(null)");
 }
 
 int lk_host_log_metric(lk_host *host, const char *name, double value) {
   lk_run *run = host->env->run;
   if (!run)
     return lk__err(LK_ESTATE, "plugin %s: no training run to log %s in",
-                   host->inst->name, name ? name : "(null)");
-  return lk__rows_extra(run, host->inst->name, name, value);
+                   host->inst->label, name ? name : "(null)");
+  return lk__rows_extra(run, host->inst->label, name, value);
 }
 
 void lk_host_progress(lk_host *host, uint64_t *epoch, uint64_t *global_step) {
@@ -307,7 +307,7 @@ int lk_host_save_checkpoint(lk_host *host, const char *file) {
   lk_run *run = host->env->run;
   if (!run)
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
-                   host->inst->name, file ? file : "(null)");
+                   host->inst->label, file ? file : "(null)");
   return lk__rundir_request(run, host->inst->label, NULL, file);
 }
 

@@ -86,7 +86,7 @@ int lk_host_load_params(lk_host *host, const char *path,
                         const char *const *ignore) {
   if (!host || !host->inst)
     return lk__err(LK_EINVAL, "lk_host_load_params: no plugin host");
-  const char *who = host->inst->name;
+  const char *who = host->inst->label;
   lk__tensors *ts = &host->env->tensors;
   if (!path || !*path)
     return lk__err(LK_EINVAL, "plugin %s: lk_host_load_params: no path", who);
@@ -113,7 +113,7 @@ int lk_host_load_params(lk_host *host, const char *path,
         rc = lk__err(LK_EINVAL,
                      "plugin %s: %s: tensor \"%s\" is a parameter of plugin "
                      "%s, not of %s",
-                     who, path, t->name, owner->name, who);
+                     who, path, t->name, owner->label, who);
       else
         rc = lk__err(LK_EINVAL,
                      "plugin %s: %s: tensor \"%s\" is no parameter of plugin "

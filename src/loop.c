@@ -46,7 +46,7 @@ static int schedule(lk_run *run, lk_interval when, const lk__named *nm) {
     return 0;
   uint64_t mark = lk__err_mark();
   int rc = run->calls.scheduler_step(sched->self, when, nm->cells, nm->n);
-  return rc ? lk__entry_failed(rc, mark, "step of scheduler %s", sched->name)
+  return rc ? lk__entry_failed(rc, mark, "step of scheduler %s", sched->label)
             : 0;
 }
 
@@ -101,7 +101,7 @@ static int optimizer_step(lk_run *run, lk_step_result *r) {
                   ? lk__chain_consume(run, &ignored)
                   : 0;
     return crc ? crc
-               : lk__entry_failed(rc, mark, "step of optimizer %s", opt->name);
+               : lk__entry_failed(rc, mark, "step of optimizer %s", opt->label);
   }
   if ((rc = lk__chain_consume(run, r)) != 0)
     return rc;
@@ -262,16 +262,16 @@ static int epoch_batches(lk_run *run, size_t *out) {
   uint64_t mark = lk__err_mark();
   int rc = run->calls.data_epoch(data->self, LK_SPLIT_TRAIN, p->epoch, &nb);
   if (rc != 0)
-    return lk__entry_failed(rc, mark, "epoch of data plugin %s", data->name);
+    return lk__entry_failed(rc, mark, "epoch of data plugin %s", data->label);
   if (nb == 0)
     return lk__err(LK_EPLUGIN, "data plugin %s has no training batches",
-                   data->name);
+                   data->label);
   if (world > 1) {
     if (nb < world)
       return lk__err(LK_ECONFIG,
                      "data plugin %s has %zu training batches for %zu "
                      "processes: every process needs at least one",
-                     data->name, nb, world);
+                     data->label, nb, world);
     if (nb % world && !run->warned_shards) {
       lk__log(&run->env, LK_LOG_WARN,
               "%zu training batches over %zu processes: the last %zu of "
@@ -366,7 +366,7 @@ int lk__train_epoch(lk_run *run) {
     rc = run->calls.data_batch(data->self, LK_SPLIT_TRAIN, index, &batch);
     if (rc != 0)
       return lk__entry_failed(rc, mark, "batch %zu of data plugin %s", index,
-                              data->name);
+                              data->label);
     batch.split = LK_SPLIT_TRAIN;
     batch.epoch = p->epoch;
     batch.index = index;
@@ -505,7 +505,7 @@ static int report(lk_run *run) {
     return 0;
   uint64_t mark = lk__err_mark();
   int rc = p->desc->profiler->report(p->self, run->rd.dir);
-  return rc ? lk__entry_failed(rc, mark, "report of profiler %s", p->name) : 0;
+  return rc ? lk__entry_failed(rc, mark, "report of profiler %s", p->label) : 0;
 }
 
 static int loop_run(lk_run *run) {

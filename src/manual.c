@@ -12,7 +12,7 @@ static int manual_only(lk_host *host, const char *what) {
     return lk__err(LK_ESTATE,
                    "plugin %s called %s outside a training_step with "
                    "manual_optimization = true",
-                   host->inst->name, what);
+                   host->inst->label, what);
   return 0;
 }
 
@@ -63,10 +63,10 @@ int lk_host_clip_gradients(lk_host *host, double value, const char *algorithm) {
   else
     return lk__err(LK_EINVAL,
                    "plugin %s: clip algorithm \"%s\": expected norm or value",
-                   host->inst->name, algorithm ? algorithm : "(null)");
+                   host->inst->label, algorithm ? algorithm : "(null)");
   if (!(value >= 0))
     return lk__err(LK_EINVAL, "plugin %s: clip value %g must be >= 0",
-                   host->inst->name, value);
+                   host->inst->label, value);
   return lk__clip_gradients(&host->env->tensors, value, algo);
 }
 

@@ -74,7 +74,7 @@ static const lk_tensor *find(const lk__ckpt *ck, bool param, const char *name) {
 static int match(const lk_run *run, const char *path, const lk__ckpt *ck,
                  lk_tensor *const *mine, size_t n, size_t n_params,
                  const lk_tensor **match) {
-  const char *step = lk__role(run, LK__KIND_STEP)->name;
+  const char *step = lk__role(run, LK__KIND_STEP)->label;
   for (size_t i = 0; i < n; i++) {
     const lk_tensor *p = mine[i];
     const char *what = i < n_params ? "parameter" : "state";
@@ -123,7 +123,7 @@ static int check_model_state(const lk_run *run, const char *path) {
     uint64_t mark = lk__err_mark();
     int rc = in->desc->check_state(in->self);
     if (rc != 0) {
-      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->name);
+      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->label);
       return LK_EFORMAT;
     }
   }
@@ -211,14 +211,14 @@ int lk_run_predict(lk_run *run, const lk_batch *batch, lk_tensor *out) {
     return lk__err(LK_EKIND,
                    "plugin %s (the step) has no predict_step (ABI 1.4): it "
                    "cannot predict",
-                   step->name);
+                   step->label);
   int (*predict)(void *, const lk_batch *, lk_tensor *);
   memcpy(&predict, &fn, sizeof fn);
   *out = (lk_tensor){0};
   uint64_t mark = lk__err_mark();
   int rc = predict(step->self, batch, out);
   if (rc != 0)
-    return lk__entry_failed(rc, mark, "predict_step of plugin %s", step->name);
+    return lk__entry_failed(rc, mark, "predict_step of plugin %s", step->label);
   /* The plugin's tensor: checked before anyone reads it. */
   size_t numel = 1;
   for (size_t i = 0; i < out->ndim && i < LK_MAX_DIMS; i++)
@@ -229,7 +229,7 @@ int lk_run_predict(lk_run *run, const lk_batch *batch, lk_tensor *out) {
     return lk__err(LK_EPLUGIN,
                    "predict_step of plugin %s gave no tensor of [%zu, ...] "
                    "values (dtype %d, %zu dimensions, numel %zu)",
-                   step->name, batch->size, (int)out->dtype, out->ndim,
+                   step->label, batch->size, (int)out->dtype, out->ndim,
                    out->numel);
   return 0;
 }

@@ -423,6 +423,6 @@ check "... naming what cannot be written" grep -q "cannot .*$T/ro" "$T/ro.out"
 chmod -R u+w "$T/ro"
 chmod 700 "$T"
 
-expect 2 "callback ema is listed twice in \[plugins\] callbacks" "callbacks = ema,ema is refused" \
+expect 2 "name ema is used twice in \[plugins\] callbacks" "callbacks = ema,ema is refused" \
   -- train "$T/ck.ini" --out "$T/ema2" --set plugins.callbacks=ema,ema
 finish
