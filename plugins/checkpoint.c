@@ -195,7 +195,7 @@ static bool insert(checkpoint *s, size_t pos, entry e, entry *evicted) {
   return full && s->top_k != -1;
 }
 
-static int remove_file(checkpoint *s, entry e, const char *name) {
+static int remove_file(checkpoint *s, const char *name) {
   const char *run_dir = lk_host_run_dir(s->host);
   if (!run_dir)
     return 0; /* ranks other than 0 write nothing */
@@ -236,7 +236,7 @@ static int keep(checkpoint *s, entry e) {
   /* A pattern without epoch or step names the new file as the old one. */
   if (rc == 0 && evict && (rc = file_name(s, old, sizeof old, evicted)) == 0 &&
       strcmp(old, name) != 0)
-    rc = remove_file(s, evicted, old);
+    rc = remove_file(s, old);
   if (rc == 0 && pos == 0) {
     lk_log(s->host, LK_LOG_INFO, "new best %s %.6g at epoch %llu: %s%s%s",
            s->m.name, e.score, (unsigned long long)e.epoch,
