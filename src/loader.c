@@ -18,10 +18,6 @@
 #include "kinds.h"
 #include "options.h"
 
-#ifndef LK_PLUGINDIR
-#define LK_PLUGINDIR "/usr/local/lib/loopkit"
-#endif
-
 struct lk_plugin {
   void *handle;
   char *path;
@@ -39,10 +35,6 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, precision) + sizeof(void *),   /* 1.3 */
     offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
 };
-
-const char *lk_plugin_dir(void) {
-  return LK_PLUGINDIR;
-}
 
 /* ---- What the host reads from a descriptor ----
  *
@@ -445,12 +437,11 @@ static int check_descriptor(const segments *ss, const void *d,
  * plugin is still loaded through its open descriptor, and its descriptor
  * still checked (above). */
 
-#define LK_UNSAFE_ENV "LOOPKIT_ALLOW_UNSAFE_PLUGINS"
+#define LK_UNSAFE_ENV LK__UNSAFE_ENV
 #define LK_MAX_LINKS 40
 
 static bool allow_unsafe(void) {
-  const char *v = getenv(LK_UNSAFE_ENV);
-  return v && strcmp(v, "1") == 0;
+  return lk__unsafe_plugins();
 }
 
 static const char *writers(mode_t m) {
@@ -721,31 +712,6 @@ static int open_checked(const char *name, const char *path, int *fd,
   return rc;
 }
 
-/* The search path's entries must be absolute (see above). */
-static int check_search_path(const char *env) {
-  for (const char *p = env;;) {
-    const char *end = strchr(p, ':');
-    int len = (int)(end ? (size_t)(end - p) : strlen(p));
-    if (len == 0)
-      return lk__err(LK_ELOAD,
-                     "refusing LOOPKIT_PLUGIN_PATH=\"%s\": it has an empty "
-                     "entry (a leading, trailing or doubled ':'), which "
-                     "means the current directory, and the current directory "
-                     "is never searched; remove it, or set " LK_UNSAFE_ENV "=1",
-                     env);
-    if (*p != '/')
-      return lk__err(LK_ELOAD,
-                     "refusing LOOPKIT_PLUGIN_PATH entry \"%.*s\": relative "
-                     "directories are not searched, as what they hold "
-                     "depends on the current directory; use an absolute "
-                     "directory, or set " LK_UNSAFE_ENV "=1",
-                     len, p);
-    if (!end)
-      return 0;
-    p = end + 1;
-  }
-}
-
 /* ---- Loading what was checked ----
  *
  * dlopen takes a name, so the open file goes to it as /proc/self/fd/N. One
@@ -953,30 +919,6 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
   return 0;
 }
 
-/* Calls EACH with every directory of the search path, in order. */
-static int each_dir(int (*each)(void *user, const char *dir), void *user) {
-  const char *env = getenv("LOOPKIT_PLUGIN_PATH");
-  if (env && !*env)
-    env = NULL; /* set but empty: no directories, not the current one */
-  bool unsafe = allow_unsafe();
-  int rc = env && !unsafe ? check_search_path(env) : 0;
-  if (rc != 0)
-    return rc;
-  char *copy = env ? lk__strdup(env) : NULL;
-  if (env && !copy)
-    return lk__err(LK_ENOMEM, "out of memory");
-  for (char *d = copy; d && rc == 0;) {
-    char *end = strchr(d, ':');
-    if (end)
-      *end = '\0';
-    /* Only reached when unsafe: an empty entry means ".", as in PATH. */
-    rc = each(user, *d ? d : ".");
-    d = end ? end + 1 : NULL;
-  }
-  free(copy);
-  return rc == 0 ? each(user, LK_PLUGINDIR) : rc;
-}
-
 typedef struct search {
   const char *name;
   char tried[1536];
@@ -984,8 +926,9 @@ typedef struct search {
   char *found;
 } search;
 
-static int try_dir(void *user, const char *dir) {
+static int try_dir(void *user, const char *dir, const char *source) {
   search *s = user;
+  LK_UNUSED(source);
   char *path = lk__asprintf("%s/%s.so", dir, s->name);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
@@ -1012,7 +955,7 @@ int lk_plugin_open(const char *name, lk_plugin **out) {
                    "a path containing '/')",
                    name);
   search s = {.name = name};
-  int rc = each_dir(try_dir, &s);
+  int rc = lk__search_dirs(try_dir, &s);
   if (rc < 0)
     return rc;
   if (!s.found)
@@ -1067,8 +1010,9 @@ static bool seen_before(scan *s, const char *name) {
   return false;
 }
 
-static int scan_dir(void *user, const char *dir) {
+static int scan_dir(void *user, const char *dir, const char *source) {
   scan *s = user;
+  LK_UNUSED(source);
   DIR *d = opendir(dir);
   if (!d)
     return 0; /* a missing directory on the path is not an error */
@@ -1131,7 +1075,7 @@ static int scan_dir(void *user, const char *dir) {
 int lk_plugin_scan(int (*each)(void *user, const char *name, const char *path),
                    void *user) {
   scan s = {.each = each, .user = user};
-  int rc = each_dir(scan_dir, &s);
+  int rc = lk__search_dirs(scan_dir, &s);
   for (size_t i = 0; i < s.n_seen; i++)
     free(s.seen[i]);
   free(s.seen);

@@ -35,6 +35,19 @@ LK_API int lk_plugin_scan(int (*each)(void *user, const char *name,
                                       const char *path),
                           void *user);
 
+/* Calls EACH with every directory of the plugin search path, in search
+ * order: DIR; SOURCE, where it comes from ("LOOPKIT_PLUGIN_PATH", its
+ * libtool .libs subdirectory, the build tree an uninstalled loopkit runs
+ * from, "the installed plugin directory"); and SKIPPED, NULL when DIR
+ * holds a NAME.so, otherwise why the search finds nothing there ("no such
+ * directory", "holds no NAME.so file"). A non-zero return of EACH stops
+ * the walk and is returned. Fails as lk_plugin_scan does on a refused
+ * LOOPKIT_PLUGIN_PATH. */
+LK_API int lk_plugin_search_dirs(int (*each)(void *user, const char *dir,
+                                             const char *source,
+                                             const char *skipped),
+                                 void *user);
+
 /* The installed plugin directory, compiled in. */
 LK_API const char *lk_plugin_dir(void);
 

@@ -5,9 +5,16 @@
 #include "cli.h"
 #include "config.h" /* LK_HAVE_MPI */
 
+typedef struct listing {
+  int broken; /* plugins that cannot be loaded */
+  int listed; /* lines of the table */
+} listing;
+
 static int list_one(void *user, const char *name, const char *path) {
-  int *broken = user;
+  listing *l = user;
+  int *broken = &l->broken;
   lk_plugin *p;
+  l->listed++;
   if (lk_plugin_open(path, &p) != 0) {
     printf("%-16s %-28s %-8s %s\n", name, "(cannot load)", "-", path);
     fflush(stdout); /* the reason right after its line, in one file too */
@@ -24,15 +31,44 @@ static int list_one(void *user, const char *name, const char *path) {
   return 0;
 }
 
+/* One line of "searched:" below the table: a directory, where it comes
+ * from, and why it gave nothing. */
+static int show_dir(void *user, const char *dir, const char *source,
+                    const char *skipped) {
+  (void)user;
+  printf("  %s (%s)%s%s\n", dir, source, skipped ? ": " : "",
+         skipped ? skipped : "");
+  return 0;
+}
+
+/* What the search looked at, so that an empty or short table says why. */
+static int show_search(const listing *l) {
+  if (l->listed == 0)
+    printf("no plugins found; ");
+  printf("searched, in order:\n");
+  if (lk_plugin_search_dirs(show_dir, NULL) != 0)
+    return -1;
+  if (l->listed == 0)
+    printf("set LOOPKIT_PLUGIN_PATH to directories of NAME.so files (in a "
+           "build tree:\nbuild/plugins, whose .libs holds what libtool "
+           "built)\n");
+  return 0;
+}
+
 int cli_plugins(int argc, char **argv) {
   (void)argv;
   if (argc != 0) {
     cli_error("plugins takes no arguments");
     return EXIT_USAGE;
   }
-  int broken = 0;
+  listing l = {0};
   printf("%-16s %-28s %-8s %s\n", "NAME", "KINDS", "VERSION", "PATH");
-  if (lk_plugin_scan(list_one, &broken) != 0) {
+  if (lk_plugin_scan(list_one, &l) != 0) {
+    cli_error("%s", lk_last_error());
+    return EXIT_FAILED;
+  }
+  printf("\n");
+  if (show_search(&l) != 0) {
     cli_error("%s", lk_last_error());
     return EXIT_FAILED;
   }
@@ -40,7 +76,7 @@ int cli_plugins(int argc, char **argv) {
   printf("\nmpi: not built: configure found no MPI (Debian: libopenmpi-dev "
          "openmpi-bin), so\nthis loopkit trains in one process only\n");
 #endif
-  return broken ? EXIT_FAILED : 0;
+  return l.broken ? EXIT_FAILED : 0;
 }
 
 int cli_inspect(int argc, char **argv) {

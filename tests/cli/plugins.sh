@@ -61,4 +61,43 @@ check "in one file, each reason comes right after its plugin's line" \
   sh -c "grep -A1 '^endofseg .*(cannot load)' '$T/both' | tail -n 1 | grep -q '^loopkit: plugin $T/bad/endofseg.so .*no terminator'"
 check "plugins lists the 8 bad ones as cannot load" \
   test "$(grep -cE "^[a-z]+ +\(cannot load\) +- +$T/bad/[a-z]+\.so$" "$T/list")" -eq 8
+# ---- where plugins are looked for, and the listing saying so ----
+: "${LK_BUILDDIR:?}"
+saved=$LOOPKIT_PLUGIN_PATH
+unset LOOPKIT_PLUGIN_PATH
+expect 0 "^sgd +optimizer +[0-9.]+ +$LK_BUILDDIR/plugins/\.libs/sgd\.so\$" \
+  "the build tree's loopkit finds the plugins just built, with no LOOPKIT_PLUGIN_PATH" -- plugins
+check "... and says where it looked: the build tree, then the installed directory" \
+  sh -c "grep -A2 '^searched, in order:\$' '$T/out' | sed -n 2p | grep -qxF '  $LK_BUILDDIR/plugins/.libs (the build tree this loopkit runs from)' &&
+    grep -q '^  $(pkg-config --variable=pluginsdir "$LK_BUILDDIR/loopkit.pc") (the installed plugin directory)' '$T/out'"
+LOOPKIT_PLUGIN_PATH=$LK_BUILDDIR/plugins
+export LOOPKIT_PLUGIN_PATH
+expect 0 "^path: +$LK_BUILDDIR/plugins/\.libs/sgd\.so\$" \
+  "LOOPKIT_PLUGIN_PATH=build/plugins finds what libtool put in its .libs" -- inspect sgd
+expect 0 "^  $LK_BUILDDIR/plugins/\.libs \(LOOPKIT_PLUGIN_PATH, libtool's \.libs of the entry\)\$" \
+  "... and plugins lists that .libs right after the entry" -- plugins
+check "... the entry itself holding no plugin" \
+  grep -qxF "  $LK_BUILDDIR/plugins (LOOPKIT_PLUGIN_PATH): holds no NAME.so file" "$T/out"
+# The same program elsewhere (as an installed one is) never looks in the
+# build tree: a copy of the real binary, the library from the build tree.
+if [ -x "$LK_BUILDDIR/.libs/loopkit" ]; then
+  mkdir "$T/bin" "$T/empty"
+  cp "$LK_BUILDDIR/.libs/loopkit" "$T/bin/loopkit"
+  LOOPKIT_PLUGIN_PATH="$T/empty:$T/nothing"
+  LD_LIBRARY_PATH="$LK_BUILDDIR/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$T/bin/loopkit" plugins >"$T/elsewhere" 2>&1
+  status=$?
+  check "a loopkit outside the build tree does not search it (status $status)" \
+    sh -c "[ $status -eq 0 ] && ! grep -q '(the build tree\|$LK_BUILDDIR/' '$T/elsewhere'"
+  check "... and its listing says why each directory gave nothing" \
+    sh -c "grep -qxF '  $T/empty (LOOPKIT_PLUGIN_PATH): holds no NAME.so file' '$T/elsewhere' &&
+      grep -qxF '  $T/nothing (LOOPKIT_PLUGIN_PATH): no such directory' '$T/elsewhere'"
+  if ! grep -q '^[a-z_0-9-]* .*\.so$' "$T/elsewhere"; then
+    check "... and an empty table says so and what to set" \
+      sh -c "grep -q '^no plugins found; searched, in order:' '$T/elsewhere' && grep -q '^set LOOPKIT_PLUGIN_PATH' '$T/elsewhere'"
+  fi
+else
+  echo "ok $((n += 1)) - a loopkit outside the build tree does not search it # SKIP no .libs/loopkit"
+fi
+LOOPKIT_PLUGIN_PATH=$saved
 finish
