@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -340,8 +341,12 @@ static int fill(lk_bound *b, const char *sig, span list,
   return 0;
 }
 
-int lk_bind(void (*fn)(void), const char *signature, const void *const *args,
-            lk_bound **out) {
+/* N_ARGS: the entries of ARGS, or ARGS_TRUSTED (lk_bind: as many as the
+ * signature declares, which cannot be checked). */
+#define ARGS_TRUSTED SIZE_MAX
+
+static int bind(void (*fn)(void), const char *signature, size_t n_args,
+                const void *const *args, lk_bound **out) {
   if (!out)
     return lk__err(LK_EINVAL, "bind: OUT is NULL");
   *out = NULL;
@@ -360,6 +365,10 @@ int lk_bind(void (*fn)(void), const char *signature, const void *const *args,
                    "bind: unknown type \"%.*s\" in the return type of \"%s\"",
                    (int)ret.len, ret.s, signature);
   unsigned n = count_args(list);
+  if (n_args != ARGS_TRUSTED && n_args != n)
+    return lk__err(
+        LK_EINVAL, "bind: \"%s\" takes %u argument%s but %zu %s given",
+        signature, n, n == 1 ? "" : "s", n_args, n_args == 1 ? "is" : "are");
   if (n > 0 && !args)
     return lk__err(LK_EINVAL,
                    "bind: \"%s\" takes %u argument%s but args is "
@@ -391,6 +400,21 @@ int lk_bind(void (*fn)(void), const char *signature, const void *const *args,
   }
   *out = b;
   return 0;
+}
+
+int lk_bind_n(void (*fn)(void), const char *signature, size_t n_args,
+              const void *const *args, lk_bound **out) {
+  if (n_args == ARGS_TRUSTED) {
+    if (out)
+      *out = NULL;
+    return lk__err(LK_EINVAL, "bind: N_ARGS is SIZE_MAX");
+  }
+  return bind(fn, signature, n_args, args, out);
+}
+
+int lk_bind(void (*fn)(void), const char *signature, const void *const *args,
+            lk_bound **out) {
+  return bind(fn, signature, ARGS_TRUSTED, args, out);
 }
 
 lk_closure_fn lk_bound_function(const lk_bound *b) {

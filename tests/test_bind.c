@@ -385,6 +385,59 @@ static void test_bad_calls(void **state) {
   assert_null(lk_bound_function(NULL));
 }
 
+/* lk_bind_n knows how many values it was given: fewer (or more) than the
+ * signature declares is refused, naming both counts, before any is read. */
+static void test_counted(void **state) {
+  (void)state;
+  int a = 7, b = 20;
+  const void *one[] = {&a};
+  static int dummy;
+  lk_bound *bd = (lk_bound *)&dummy;
+  assert_int_equal(lk_bind_n((any_fn)add, "int (int, int)", 1, one, &bd),
+                   LK_EINVAL);
+  assert_null(bd);
+  assert_string_equal(lk_last_error(),
+                      "bind: \"int (int, int)\" takes 2 arguments but 1 is "
+                      "given");
+  const void *three[] = {&a, &b, &b};
+  assert_int_equal(lk_bind_n((any_fn)add, "int (int, int)", 3, three, &bd),
+                   LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "takes 2 arguments but 3 are given"));
+  assert_int_equal(lk_bind_n((any_fn)add, "int (int, int)", 0, NULL, &bd),
+                   LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "takes 2 arguments but 0 are given"));
+  assert_int_equal(
+      lk_bind_n((any_fn)add, "int (int, int)", SIZE_MAX, three, &bd),
+      LK_EINVAL);
+  assert_null(bd);
+
+  const void *two[] = {&a, &b};
+  assert_int_equal(lk_bind_n((any_fn)add, "int (int, int)", 2, two, &bd), 0);
+  assert_true(lk_bound_function(bd)() == -33.0);
+  lk_bound_free(bd);
+}
+
+static double answer(void) {
+  return 42;
+}
+
+/* LK_BIND counts the addresses it is given at compile time. */
+static void test_bind_macro(void **state) {
+  (void)state;
+  int a = 7, b = 20;
+  lk_bound *bd = NULL;
+  assert_int_equal(LK_BIND(add, "int (int, int)", &bd, &a, &b), 0);
+  a = 1000; /* copied at bind time */
+  assert_true(lk_bound_function(bd)() == -33.0);
+  lk_bound_free(bd);
+  assert_int_equal(LK_BIND(add, "int (int, int)", &bd, &a), LK_EINVAL);
+  assert_null(bd);
+  assert_non_null(strstr(lk_last_error(), "takes 2 arguments but 1 is given"));
+  assert_int_equal(lk_bind_n((any_fn)answer, "double (void)", 0, NULL, &bd), 0);
+  assert_true(lk_bound_function(bd)() == 42.0);
+  lk_bound_free(bd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_array),
@@ -401,6 +454,8 @@ int main(void) {
       cmocka_unit_test(test_spellings),
       cmocka_unit_test(test_bad_signatures),
       cmocka_unit_test(test_bad_calls),
+      cmocka_unit_test(test_counted),
+      cmocka_unit_test(test_bind_macro),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

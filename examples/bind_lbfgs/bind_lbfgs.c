@@ -3,8 +3,9 @@
  * [CONFIG.ini] (default bind_lbfgs.ini).
  *
  * The function knows nothing of loopkit: it takes the point and a gradient
- * array and returns the value. lk_bind fixes its three arguments (pointers
- * to arrays this program owns, and their length) and gives back a
+ * array and returns the value. LK_BIND (lk_bind_n) fixes its three
+ * arguments (pointers to arrays this program owns, and their length), counted
+ * so that a forgotten one is an error, and gives back a
  * zero-argument closure, double (*)(void), which is all an optimizer
  * plugin asks of a model. lk_optimizer_open creates the plugin for the
  * program's own tensor. */
@@ -115,17 +116,17 @@ int main(int argc, char **argv) {
                  .grad = g};
   lk_tensor *params[] = {&t};
 
-  /* rosen(x, g, n) as a closure: args[i] points to argument i's value. */
+  /* rosen(x, g, n) as a closure: LK_BIND copies the values its addresses
+   * point to, and counts them, so that a forgotten one is an error. */
   const double *xa = x;
   double *ga = g;
   size_t na = (size_t)n;
-  const void *args[] = {&xa, &ga, &na};
   lk_bound *bound = NULL;
   lk_optimizer *opt = NULL;
   int status = 0;
-  if (lk_bind((void (*)(void))rosen,
-              "double (const double *, double *, size_t)", args, &bound) != 0)
-    status = fail("lk_bind");
+  if (LK_BIND(rosen, "double (const double *, double *, size_t)", &bound, &xa,
+              &ga, &na) != 0)
+    status = fail("LK_BIND");
   else if (lk_optimizer_open("lbfgs", cfg, params, 1, &opt) != 0)
     status = fail("lk_optimizer_open lbfgs");
   else if (minimise(opt, params, lk_bound_function(bound), max_steps, &steps) !=

@@ -8,6 +8,7 @@
 #define LOOPKIT_CLOSURE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "loopkit/export.h"
@@ -78,13 +79,32 @@ LK_API void lk_wrap_free(lk_wrap *w);
 
 /* bind: partial application. FN is any C function whose type SIGNATURE
  * spells in C, e.g. "double (const double *, size_t)"; ARGS[i] points to
- * the value of argument i (as libffi's avalue), and every argument must be
- * given. The values are copied: the returned closure takes no arguments and
- * returns FN's result converted to double (NaN for a void function).
- * Accepted types: void, char, short, int, long, long long (and unsigned
- * forms), int8_t..uint64_t, size_t, ssize_t, bool, float, double, and any
- * pointer (a '*' anywhere). */
+ * the value of argument i (as libffi's avalue). The values are copied: the
+ * returned closure takes no arguments and returns FN's result converted to
+ * double (NaN for a void function). Accepted types: void, char, short,
+ * int, long, long long (and unsigned forms), int8_t..uint64_t, size_t,
+ * ssize_t, bool, float, double, and any pointer (a '*' anywhere).
+ * lk_bind_n takes the number of entries of ARGS, N_ARGS, and refuses
+ * (LK_EINVAL, naming both counts) a SIGNATURE that declares another
+ * number of arguments; prefer it, or the LK_BIND macro, which counts the
+ * arguments it is given. */
 typedef struct lk_bound lk_bound;
+LK_API int lk_bind_n(void (*fn)(void), const char *signature, size_t n_args,
+                     const void *const *args, lk_bound **out);
+
+/* LK_BIND(FN, SIGNATURE, OUT, &a, &b, ...): lk_bind_n with the addresses
+ * given, counted at compile time, so that a call cannot give fewer values
+ * than SIGNATURE declares without lk_bind_n saying so. FN is converted to
+ * void (*)(void). With no argument at all, call
+ * lk_bind_n(FN, SIGNATURE, 0, NULL, OUT). */
+#define LK_BIND(fn, signature, out, ...)                                       \
+  lk_bind_n((void (*)(void))(fn), (signature),                                 \
+            sizeof((const void *[]){__VA_ARGS__}) / sizeof(const void *),      \
+            (const void *const[]){__VA_ARGS__}, (out))
+
+/* lk_bind: as lk_bind_n, trusting ARGS to hold as many entries as
+ * SIGNATURE declares (it cannot tell: an array that is too short is read
+ * past its end). Kept for the programs written before lk_bind_n. */
 LK_API int lk_bind(void (*fn)(void), const char *signature,
                    const void *const *args, lk_bound **out);
 LK_API lk_closure_fn lk_bound_function(const lk_bound *b);
