@@ -52,8 +52,9 @@ static int check_batch(lk_run *run, const lk_batch *b, size_t samples,
     lk_tensor *t = ts->params[i];
     size_t n = t->numel < samples ? t->numel : samples;
     /* f64 steps near the optimum for central differences; f32 ones are
-     * larger, as its rounding error is. */
-    double eps = t->dtype == LK_F64 ? 1e-6 : 3e-3;
+     * larger, as its rounding error is (run.h). */
+    double eps =
+        t->dtype == LK_F64 ? LK_GRADCHECK_STEP_F64 : LK_GRADCHECK_STEP_F32;
     for (size_t s = 0; s < n; s++) {
       size_t k = t->numel == n ? s : (size_t)((double)s * t->numel / n);
       double w = get(t, k), h = eps * (fabs(w) > 1 ? fabs(w) : 1);

@@ -128,7 +128,18 @@ LK_API int lk_run_rank(const lk_run *run);
  * (the whole problem without data), for at most SAMPLES elements of each
  * parameter (spread over it deterministically). REPORT gets each
  * parameter's largest relative error |a - n| / max(|a|, |n|, 1e-3) and the
- * number of elements checked. */
+ * number of elements checked. An element w steps by h = STEP * max(1, |w|),
+ * STEP by the parameter's dtype: LK_GRADCHECK_STEP_F64, near the optimum
+ * of central differences in double, or LK_GRADCHECK_STEP_F32, larger as
+ * f32's rounding is. LK_GRADCHECK_TOLERANCE_* are the relative errors such
+ * steps are good to on a smooth model (what loopkit gradcheck accepts by
+ * default): an f32 check cannot tell a small error in a backward from its
+ * own, and a step across a kink (ReLU, max) can exceed it too, but a wrong
+ * term is off by O(1). */
+#define LK_GRADCHECK_STEP_F64 1e-6
+#define LK_GRADCHECK_STEP_F32 3e-3
+#define LK_GRADCHECK_TOLERANCE_F64 1e-6
+#define LK_GRADCHECK_TOLERANCE_F32 1e-2
 typedef void (*lk_gradcheck_fn)(void *user, const char *param,
                                 double max_rel_error, size_t checked);
 LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,

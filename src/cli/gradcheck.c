@@ -1,4 +1,8 @@
-/* loopkit gradcheck: the backward plugin against central differences. */
+/* loopkit gradcheck: the backward plugin against central differences.
+ * Each parameter passes or fails against a tolerance: --tolerance for all,
+ * or by default the one its dtype's differences are good to (run.h:
+ * LK_GRADCHECK_TOLERANCE_F64, _F32); the exit status says whether all
+ * passed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,16 +10,62 @@
 #include "cli.h"
 
 typedef struct verdict {
-  double tolerance; /* < 0: report only */
+  double tolerance; /* < 0: by each parameter's dtype */
+  lk_run *run;
   int over;
+  int f32; /* parameters checked in f32 */
+  int n;   /* parameters checked */
 } verdict;
+
+static lk_dtype dtype_of(lk_run *run, const char *param) {
+  size_t n = 0;
+  lk_tensor *const *ps = lk_run_params(run, &n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(ps[i]->name, param) == 0)
+      return ps[i]->dtype;
+  return LK_F64;
+}
 
 static void report(void *user, const char *param, double err, size_t n) {
   verdict *v = user;
-  bool bad = v->tolerance >= 0 && !(err <= v->tolerance);
+  bool f32 = dtype_of(v->run, param) == LK_F32;
+  double tol = v->tolerance >= 0 ? v->tolerance
+               : f32             ? LK_GRADCHECK_TOLERANCE_F32
+                                 : LK_GRADCHECK_TOLERANCE_F64;
+  bool bad = !(err <= tol); /* NaN fails */
   v->over += bad;
-  printf("%-24s %-14.6g %-8zu%s\n", param, err, n,
-         bad ? " over tolerance" : "");
+  v->f32 += f32;
+  v->n++;
+  if (bad)
+    printf("%-24s %-14.6g %-8zu over tolerance %g\n", param, err, n, tol);
+  else
+    printf("%-24s %-14.6g %zu\n", param, err, n);
+}
+
+/* What the check could tell, and its verdict. */
+static void conclude(const verdict *v) {
+  if (v->f32)
+    printf("\nnote: %d parameter%s f32: the differences step by %g * "
+           "max(1, |w|) and are\ngood to about %g relative, so smaller errors "
+           "in the backward cannot be seen, and\na step across a kink (ReLU, "
+           "max) can exceed that with a right backward\n",
+           v->f32, v->f32 == 1 ? " is" : "s are", LK_GRADCHECK_STEP_F32,
+           LK_GRADCHECK_TOLERANCE_F32);
+  char tol[96];
+  if (v->tolerance >= 0)
+    snprintf(tol, sizeof tol, "tolerance %g", v->tolerance);
+  else if (v->f32 == 0 || v->f32 == v->n)
+    snprintf(tol, sizeof tol, "tolerance %g for %s",
+             v->f32 ? LK_GRADCHECK_TOLERANCE_F32 : LK_GRADCHECK_TOLERANCE_F64,
+             v->f32 ? "f32" : "f64");
+  else
+    snprintf(tol, sizeof tol, "tolerance %g for f64, %g for f32",
+             LK_GRADCHECK_TOLERANCE_F64, LK_GRADCHECK_TOLERANCE_F32);
+  if (v->over)
+    printf("\ngradcheck: FAILED: %d parameter%s over %s\n", v->over,
+           v->over == 1 ? "" : "s", tol);
+  else
+    printf("\ngradcheck: passed (%s)\n", tol);
 }
 
 static int number(const char *opt, const char *s, double *out) {
@@ -85,10 +135,13 @@ int cli_gradcheck(int argc, char **argv) {
     cli_error("%s", lk_last_error());
     return EXIT_USAGE;
   }
+  v.run = run;
   printf("%-24s %-14s %s\n", "PARAMETER", "MAX_REL_ERROR", "CHECKED");
   rc = lk_run_gradcheck(run, (size_t)batches, (size_t)samples, report, &v);
   if (rc != 0)
     cli_error("gradcheck failed: %s", lk_last_error());
+  else
+    conclude(&v);
   lk_run_free(run);
   return rc != 0 || v.over ? EXIT_FAILED : 0;
 }

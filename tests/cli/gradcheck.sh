@@ -26,6 +26,35 @@ optimizer = sgd
 grad = 3
 INI
 expect 1 'w +[0-9.e-]+ +2 +over tolerance' "a wrong backward is caught" -- gradcheck "$T/wrong.ini" --tolerance 1e-3
+expect 1 'w +[0-9.e-]+ +2 +over tolerance 1e-06' "... and so it is at the default tolerance, exit 1" -- gradcheck "$T/wrong.ini"
+check "... which says it failed" grep -q '^gradcheck: FAILED: 1 parameter over tolerance 1e-06 for f64$' "$T/out"
+
+# Defaults by dtype: f64 within 1e-6, f32 within 1e-2, and a note that f32
+# limits what the check can see.
+expect 0 '^gradcheck: passed \(tolerance 1e-06 for f64\)$' "rosenbrock f64 passes at the default tolerance" -- gradcheck "$EX"
+check "... with no f32 note" sh -c "! grep -q 'f32' '$T/out'"
+expect 0 '^gradcheck: passed \(tolerance 0\.01 for f32\)$' "rosenbrock f32 passes at the f32 default" \
+  -- gradcheck "$EX" --set rosenbrock.dtype=f32 --set rosenbrock.n=5
+check "... and says that f32 limits the check" grep -q '^note: 1 parameter is f32: the differences step by 0.003' "$T/out"
+config seq <<INI
+[plugins]
+step = sequential
+optimizer = sgd
+data = idx
+[idx]
+dir = $LK_TEST_DATA/sequential
+batch_size = 4
+shuffle = false
+normalize = scale
+[sequential]
+layers = conv2d(3, 3, stride=2), tanh, flatten, linear(3)
+INI
+expect 0 '^gradcheck: passed \(tolerance 0\.01 for f32\)$' "an f32 network (sequential) passes at the default" -- gradcheck "$T/seq.ini"
+check "... every parameter reported, none over" sh -c "grep -q '^3\.bias ' '$T/out' && ! grep -q over '$T/out'"
+check "... with the f32 note" grep -q '^note: 4 parameters are f32' "$T/out"
+# --tolerance sets the bar for every parameter, whatever its dtype.
+expect 1 'over tolerance 1e-09' "--tolerance overrides the dtype's default" -- gradcheck "$T/seq.ini" --tolerance 1e-9
+expect 0 'passed \(tolerance inf\)' "--tolerance inf only reports" -- gradcheck "$T/wrong.ini" --tolerance inf
 expect 2 'gradcheck: --samples "x": expected a number' "bad --samples" -- gradcheck "$EX" --samples x
 expect 2 'gradcheck: no config file' "gradcheck without a config" -- gradcheck
 check "gradcheck writes no run directory" test ! -d "$T/runs"
