@@ -20,6 +20,47 @@ mandir=$(echo "$mandir" | sed "s|\${datarootdir}|$(sed -n 's/^datarootdir = //p'
 for page in man1/loopkit.1 man5/loopkit.ini.5 man7/loopkit-plugin.7; do
   check "installed: $page" test -s "$T/root$mandir/$page"
 done
+check "a staged install (DESTDIR) runs no ldconfig" sh -c "! grep -q ldconfig '$T/install.log'"
+
+# The installed loopkit starts without LD_LIBRARY_PATH or ldconfig: its
+# RUNPATH names the library directory (libtool sets none for one that
+# ld.so.conf lists, such as /usr/local/lib, and there a new
+# libloopkit.so.0 is not found until ldconfig rebuilds the cache).
+if command -v readelf >/dev/null 2>&1; then
+  check "installed loopkit: RUNPATH [$libdir]" \
+    sh -c "readelf -d '$T/root$bindir/loopkit' | grep -q 'RUNPATH.*\[$libdir\]'"
+else
+  echo "ok $((n += 1)) - installed loopkit: RUNPATH # SKIP no readelf"
+fi
+# The install hook: after a real install (no DESTDIR) it runs the
+# installed loopkit, and only when that does not start runs ldconfig (as
+# root) or says what to do. A fake loopkit and a fake ldconfig stand in.
+mkdir "$T/hook" "$T/hook/ok" "$T/hook/broken"
+printf '#!/bin/sh\nexit 0\n' >"$T/hook/ok/loopkit"
+printf '#!/bin/sh\necho "libloopkit.so.0: cannot open shared object file" >&2; exit 127\n' >"$T/hook/broken/loopkit"
+printf '#!/bin/sh\necho ran >>"%s"\n' "$T/hook/ldconfig.ran" >"$T/hook/ldconfig"
+chmod +x "$T/hook/ok/loopkit" "$T/hook/broken/loopkit" "$T/hook/ldconfig"
+hook() { # BINDIR [DESTDIR]
+  rm -f "$T/hook/ldconfig.ran"
+  make -s -C "$LK_BUILDDIR" install-exec-hook bindir="$1" DESTDIR="${2:-}" \
+    LDCONFIG="$T/hook/ldconfig" >"$T/hook/out" 2>&1
+}
+hook "$T/hook/ok"
+check "install hook: a loopkit that starts needs no ldconfig" \
+  sh -c "[ ! -e '$T/hook/ldconfig.ran' ] && [ ! -s '$T/hook/out' ]"
+hook "$T/hook/broken" "$T/stage"
+check "install hook: nothing with DESTDIR, even for a loopkit that does not start" \
+  sh -c "[ ! -e '$T/hook/ldconfig.ran' ] && [ ! -s '$T/hook/out' ]"
+hook "$T/hook/broken"
+if [ "$(id -u)" = 0 ]; then
+  check "install hook: as root, ldconfig runs when the loopkit does not start" test -e "$T/hook/ldconfig.ran"
+  check "... and a loopkit that still does not start is named" \
+    grep -q "warning: $T/hook/broken/loopkit does not start even after" "$T/hook/out"
+else
+  check "install hook: not root, ldconfig does not run" test ! -e "$T/hook/ldconfig.ran"
+  check "... and the note says to run it" grep -q "run ldconfig as root" "$T/hook/out"
+fi
+
 check "plugins export exactly one symbol" \
   test "$(nm -D --defined-only "$T/root$pluginsdir/sgd.so" | awk '$2 ~ /[TDRB]/' | wc -l)" -eq 1
 
