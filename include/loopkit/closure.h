@@ -107,6 +107,8 @@ LK_API int lk_bind_n(void (*fn)(void), const char *signature, size_t n_args,
  * past its end). Kept for the programs written before lk_bind_n. */
 LK_API int lk_bind(void (*fn)(void), const char *signature,
                    const void *const *args, lk_bound **out);
+/* The closure of B, valid until lk_bound_free(B), which frees it (B may be
+ * NULL). */
 LK_API lk_closure_fn lk_bound_function(const lk_bound *b);
 LK_API void lk_bound_free(lk_bound *b);
 

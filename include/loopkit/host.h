@@ -110,6 +110,9 @@ LK_API uint64_t lk_host_seed(lk_host *host);
  * [loop] threads (0, the default: one per CPU the process may run on).
  * Always >= 1; 1 in an environment without a run (lk_optimizer_open). */
 LK_API int lk_host_threads(lk_host *host);
+/* The generator (xoshiro256**): its state set from SEED and STREAM
+ * (streams of one seed give different sequences), and its draws: 64 bits,
+ * uniform in [0, 1), normal with mean 0 and variance 1. */
 LK_API void lk_rng_seed(lk_rng *rng, uint64_t seed, uint64_t stream);
 LK_API uint64_t lk_rng_u64(lk_rng *rng);
 LK_API double lk_rng_uniform(lk_rng *rng); /* [0, 1) */

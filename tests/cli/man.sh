@@ -127,4 +127,39 @@ done <"$T/names"
 check "loopkit-plugin(7) names every entry, host function and descriptor field ($(wc -l <"$T/names"))${missing:+; missing:$missing}" \
   test -z "$missing"
 check "... of which there are many" test "$(wc -l <"$T/names")" -ge 60
+# ---- section 3: a page per public function (scripts/man3.awk) ----
+M3=$LK_BUILDDIR/man/man3
+if command -v nm >/dev/null 2>&1 && [ -f "$LK_BUILDDIR/.libs/libloopkit.so" ]; then
+  nm -D --defined-only "$LK_BUILDDIR/.libs/libloopkit.so" |
+    awk '$2 == "T" && $3 ~ /^lk_/ { print $3 }' | sort >"$T/exported"
+  ls "$M3" 2>/dev/null | sed -n 's/\.3$//p' | sort >"$T/pages"
+  missing=$(comm -23 "$T/exported" "$T/pages" | tr '\n' ' ')
+  extra=$(comm -13 "$T/exported" "$T/pages" | tr '\n' ' ')
+  check "man3: a page for every function libloopkit exports ($(wc -l <"$T/exported"))${missing:+; missing: $missing}" \
+    test -z "$missing"
+  check "man3: ... and none for anything else${extra:+: $extra}" test -z "$extra"
+  check "man3: ... which is more than a hundred" test "$(wc -l <"$T/exported")" -ge 100
+else
+  echo "ok $((n += 1)) - man3: a page for every exported function # SKIP no nm or no shared libloopkit"
+fi
+bad=
+for page in "$M3"/*.3; do
+  name=$(basename "$page" .3)
+  awk -v n="$name" 'NR == 3 && index($0, n " \\- ") == 1 { ok = 1 } END { exit !ok }' "$page" || bad="$bad $name(NAME)"
+  grep -q "^[a-z_ ].*$name(" "$page" || bad="$bad $name(SYNOPSIS)"
+  grep -q '^\.SH DESCRIPTION$' "$page" || bad="$bad $name(DESCRIPTION)"
+done
+check "man3: each page has NAME, the declaration and a description${bad:+:$bad}" test -z "$bad"
+check "man3: lk_bind_n's page is its header comment" \
+  grep -q '^number of arguments; prefer it, or the LK_BIND macro, which counts the$' "$M3/lk_bind_n.3"
+if command -v groff >/dev/null 2>&1; then
+  bad=
+  for page in "$M3"/*.3; do
+    groff -man -Tutf8 -ww -z "$page" >"$T/groff" 2>&1 && [ ! -s "$T/groff" ] ||
+      bad="$bad $(basename "$page")"
+  done
+  check "man3: every page renders without warnings${bad:+:$bad}" test -z "$bad"
+else
+  echo "ok $((n += 1)) - man3 pages render # SKIP groff not installed"
+fi
 finish

@@ -17,7 +17,7 @@ check "installed: headers" test -f "$T/root$(pkg-config --variable=includedir "$
 check "installed: loopkit.pc" test -f "$T/root$libdir/pkgconfig/loopkit.pc"
 mandir=$(sed -n 's/^mandir = //p' "$LK_BUILDDIR/Makefile")
 mandir=$(echo "$mandir" | sed "s|\${datarootdir}|$(sed -n 's/^datarootdir = //p' "$LK_BUILDDIR/Makefile")|;s|\${prefix}|$(sed -n 's/^prefix = //p' "$LK_BUILDDIR/Makefile")|")
-for page in man1/loopkit.1 man5/loopkit.ini.5 man7/loopkit-plugin.7; do
+for page in man1/loopkit.1 man5/loopkit.ini.5 man7/loopkit-plugin.7 man3/lk_bind.3 man3/lk_run_new.3; do
   check "installed: $page" test -s "$T/root$mandir/$page"
 done
 check "a staged install (DESTDIR) runs no ldconfig" sh -c "! grep -q ldconfig '$T/install.log'"
