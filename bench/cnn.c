@@ -418,7 +418,8 @@ int main(int argc, char **argv) {
 
   char check[1200], py[1024];
   quote(py, sizeof py, opt.python);
-  snprintf(check, sizeof check, "%s -c 'import torch' >/dev/null 2>&1", py);
+  snprintf(check, sizeof check,
+           "%s -I -c 'import torch; torch.tensor' >/dev/null 2>&1", py);
   bool have_torch = system(check) == 0;
   const char *core = getenv("OPENBLAS_CORETYPE");
   {

@@ -235,7 +235,8 @@ static int remove_entry(const char *path, const struct stat *sb, int flag,
 
 /* Torch's evaluations per second, or a negative value if it was skipped. */
 static double torch_evals_per_second(const char *srcdir) {
-  if (system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+  if (system("/usr/bin/python3 -I -c 'import torch; torch.tensor' >/dev/null "
+             "2>&1") != 0)
     return -1;
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/bench/lbfgs_torch.py' %d",

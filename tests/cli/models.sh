@@ -246,7 +246,7 @@ check "the short run logs val_acc" grep -q 'val_acc' "$T/short/metrics.csv"
 # weights (written by torch to an init file), the same 64 images as one
 # batch, one SGD step of lr 1: loopkit's w - g must equal torch's.
 PY=/usr/bin/python3
-if [ -x "$PY" ] && "$PY" -c 'import torch, numpy' 2>/dev/null; then
+if [ -x "$PY" ] && "$PY" -I -c 'import torch, numpy; torch.tensor' 2>/dev/null; then
   cat >"$T/mlp_torch.py" <<'PYEOF'
 import gzip, sys
 import numpy as np

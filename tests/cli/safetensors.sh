@@ -195,8 +195,10 @@ check "the first loss from torch's weights is torch's ($(awk '$1 == "loss1" { pr
 expect 0 'wrote ' "export the run that took torch's step" \
   -- export "$T/torch/checkpoints/last.ckpt" -o "$T/torch.safetensors"
 # torch loads the export and checks it against its own step (when torch
-# is installed: the test does not need it).
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+# is installed: the test does not need it). -I and torch.tensor: the
+# current directory holds a run named torch, which a bare import would
+# take for the package.
+if /usr/bin/python3 -I -c 'import torch; torch.tensor' 2>/dev/null; then
   check "torch loads loopkit's export: names, dtypes, shapes, its own SGD step to 1e-6" \
     /usr/bin/python3 "$LK_SRCDIR/tests/torch/safetensors_reference.py" check "$T/torch.safetensors"
 else
