@@ -428,7 +428,7 @@ static int load_best(lk_run *run, lk__model_copy **kept) {
     return rc;
   if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
     return rc;
-  char *path = lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
+  char *path = lk__best_ckpt_path(run);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
   if (access(path, F_OK) != 0)

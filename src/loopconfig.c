@@ -49,8 +49,9 @@
     NULL)                                                                      \
   X(test_ckpt, test_ckpt, LK_OPT_ENUM, "last", 0,                              \
     "the parameters the test at the end of training runs on: last, the "       \
-    "trained ones; best, best.ckpt's (a checkpoint callback's best by its "    \
-    "monitor, as Lightning's ckpt_path=\"best\")",                             \
+    "trained ones; best, best.ckpt's (the best by its monitor of the first "   \
+    "checkpoint callback listed, in its directory, as Lightning's "            \
+    "ckpt_path=\"best\")",                                                     \
     "last|best")
 
 static const lk_option loop_keys[] = {

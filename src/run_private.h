@@ -168,7 +168,8 @@ int lk__resume(lk_run *run, const char *path, struct stat *st);
 /* The strategy's rank and world, then its setup. */
 int lk__strategy_setup(lk_run *run);
 
-/* ---- launcher.c: mpirun, srun ---------------------------------------------- */
+/* ---- launcher.c: mpirun, srun ----------------------------------------------
+ */
 
 /* Under a launcher's K > 1 processes, refuses a config that names no
  * strategy; on its ranks but 0, logs only errors from now on. */
@@ -194,6 +195,10 @@ int lk__check_result(const lk_step_result *r, const char *entry,
  * as it was for the last checkpoint. */
 typedef struct lk__model_copy lk__model_copy;
 int lk__model_keep(const lk_run *run, lk__model_copy **out);
+
+/* Where [loop] test_ckpt = best finds best.ckpt (allocated): the first
+ * checkpoint callback's. NULL when out of memory or the run has none. */
+char *lk__best_ckpt_path(const lk_run *run);
 void lk__model_restore(const lk__model_copy *c);
 void lk__model_copy_free(lk__model_copy *c);
 

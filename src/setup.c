@@ -326,20 +326,46 @@ static bool declares(const lk_descriptor *d, const char *option) {
 /* test_ckpt = best tests best.ckpt, which a checkpoint callback writes:
  * one that keeps the best checkpoints by a monitored metric (it has the
  * options monitor and save_top_k, as the bundled checkpoint and
- * Lightning's ModelCheckpoint) and keeps at least one. Only rank 0 writes
- * checkpoints, so the other processes would have nothing to load. */
+ * Lightning's ModelCheckpoint) and keeps at least one. With several, the
+ * first listed is the one, as Lightning's trainer.checkpoint_callback. */
+static const lk__instance *best_keeper(const lk_run *run) {
+  const lk__registry *reg = &run->env.reg;
+  for (size_t i = 0; i < reg->n_callbacks; i++) {
+    const lk__instance *cb = reg->callbacks[i];
+    if (declares(cb->desc, "monitor") && declares(cb->desc, "save_top_k") &&
+        lk_opt_int(cb->opts, "save_top_k") != 0)
+      return cb;
+  }
+  return NULL;
+}
+
+/* Where that callback writes best.ckpt: in its dirpath (absolute, or
+ * relative to the run directory), else in checkpoints/NAME for an instance
+ * with a name of its own, else in checkpoints: the bundled checkpoint's
+ * rule, documented for any callback with those options. */
+char *lk__best_ckpt_path(const lk_run *run) {
+  const lk__instance *cb = best_keeper(run);
+  if (!cb || !run->rd.dir)
+    return NULL;
+  const char *dirpath =
+      declares(cb->desc, "dirpath") ? lk_opt_string(cb->opts, "dirpath") : "";
+  if (dirpath && *dirpath)
+    return dirpath[0] == '/'
+               ? lk__asprintf("%s/best.ckpt", dirpath)
+               : lk__asprintf("%s/%s/best.ckpt", run->rd.dir, dirpath);
+  if (cb->named)
+    return lk__asprintf("%s/%s/best.ckpt", run->rd.ckpt_dir, cb->name);
+  return lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
+}
+
+/* Only rank 0 writes checkpoints, so the other processes would have
+ * nothing to load. */
 static int check_test_ckpt(const lk_run *run, const lk_config *cfg) {
   if (run->loop.test_ckpt != LK__TEST_BEST)
     return 0;
   const lk_config_entry *e = lk_config_find(cfg, "loop", "test_ckpt");
   const char *where = e ? e->where : lk__config_path(cfg);
-  const lk__registry *reg = &run->env.reg;
-  bool found = false;
-  for (size_t i = 0; i < reg->n_callbacks && !found; i++) {
-    const lk__instance *cb = reg->callbacks[i];
-    found = declares(cb->desc, "monitor") && declares(cb->desc, "save_top_k") &&
-            lk_opt_int(cb->opts, "save_top_k") != 0;
-  }
+  bool found = best_keeper(run) != NULL;
   if (!found)
     return lk__err(LK_ECONFIG,
                    "%s: loop.test_ckpt = best needs a checkpoint callback "

@@ -167,6 +167,20 @@ head -n -1 "$R/metrics.csv" >"$T/rows-last"
 head -n -1 "$T/best/metrics.csv" >"$T/rows-best"
 check "test_ckpt = best: metrics.csv's rows before the test are test_ckpt = last's" \
   cmp -s "$T/rows-last" "$T/rows-best"
+# A named checkpoint callback writes its best.ckpt in checkpoints/NAME/,
+# one with dirpath in that directory: test_ckpt = best tests that file.
+"$LOOPKIT" train "$T/cls.ini" --out "$T/bestn" --set loop.test_ckpt=best \
+  --set plugins.callbacks=keep:checkpoint --set keep.monitor=val_loss --quiet >/dev/null 2>&1
+check "test_ckpt = best, named callback: trained (exit 0)" test $? -eq 0
+check "test_ckpt = best, named callback: its best.ckpt is in checkpoints/keep" \
+  test -s "$T/bestn/checkpoints/keep/best.ckpt"
+check "test_ckpt = best, named callback: the test is that best.ckpt's" \
+  same "$(last test_loss "$T/bestn/metrics.csv")" "$(metric test_loss "$T/best.out")"
+"$LOOPKIT" train "$T/cls.ini" --out "$T/bestd" --set loop.test_ckpt=best \
+  --set checkpoint.dirpath=kept --quiet >/dev/null 2>&1
+check "test_ckpt = best, dirpath: trained (exit 0)" test $? -eq 0
+check "test_ckpt = best, dirpath: the test is RUN_DIR/kept/best.ckpt's" \
+  same "$(last test_loss "$T/bestd/metrics.csv")" "$(metric test_loss "$T/best.out")"
 check "test_ckpt = best in the effective config" grep -qx 'test_ckpt = best' "$T/best/config.ini"
 check "test_ckpt = last by default in the effective config" grep -qx 'test_ckpt = last' "$R/config.ini"
 expect 1 'test_ckpt = best, but .*best.ckpt was never written' \
