@@ -2,7 +2,10 @@
  * target) in label_column, every other column a feature. Plain numbers
  * only (no quoting); blank lines are skipped, and so are the first
  * skip_rows lines whatever they hold (scikit-learn's files start with a
- * line of counts and class names). Every cell is checked at
+ * line of counts and class names). The test file may lack the label
+ * column (one column fewer than the training file): its samples are then
+ * to be predicted (loopkit predict), their labels 0, and a warning says
+ * that its test metrics mean nothing. Every cell is checked at
  * create and a bad one is an error that names FILE:LINE:COLUMN and the text
  * found, so that a broken file never reaches training. */
 #include <ctype.h>
@@ -22,6 +25,7 @@ typedef struct reader {
   size_t ncols, label; /* known after the first line of the training file */
   int32_t max_label;
   const char *path; /* the file being parsed */
+  bool unlabeled;   /* it is a test file without the label column */
 } reader;
 
 /* The whole file, NUL-terminated. */
@@ -72,13 +76,18 @@ static bool is_space(const reader *r, char c) {
 }
 
 /* The first line of the training file (its header, or its first row) sets
- * the columns; the test file must have as many. */
-static int set_columns(reader *r, size_t cols, size_t line) {
+ * the columns; the test file must have as many, or one fewer (no label). */
+static int set_columns(reader *r, size_t cols, size_t line, bool test) {
   if (r->ncols) {
+    if (test && cols == r->ncols - 1) {
+      r->unlabeled = true;
+      return 0;
+    }
     if (cols != r->ncols)
       return lk_fail(r->host, LK_EFORMAT,
-                     "%s:%zu: %zu columns, the training file has %zu", r->path,
-                     line, cols, r->ncols);
+                     "%s:%zu: %zu columns, the training file has %zu (or %zu "
+                     "without the label column)",
+                     r->path, line, cols, r->ncols, r->ncols - 1);
     return 0;
   }
   if (cols < 2)
@@ -121,7 +130,7 @@ static int cell(reader *r, size_t line, size_t col, char *s, double *v) {
     return lk_fail(r->host, LK_EFORMAT,
                    "%s:%zu:%zu: \"%.40s%s\" is not a finite f32 number",
                    r->path, line, col + 1, s, more);
-  if (col == r->label && r->int_labels &&
+  if (!r->unlabeled && col == r->label && r->int_labels &&
       (*v != floor(*v) || *v < 0 || *v > INT32_MAX))
     return lk_fail(r->host, LK_EFORMAT,
                    "%s:%zu:%zu: label \"%.40s%s\" is not an integer >= 0 "
@@ -138,7 +147,8 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
                       size_t len, int k, size_t limit) {
   int rc = 0;
   r->path = path;
-  bool header = r->header;
+  r->unlabeled = false;
+  bool header = r->header, first = true;
   size_t rows = 0, cap = 0, line = 0;
   char *end = text + len;
   for (char *p = text; rc == 0 && p < end && !(limit && rows == limit);) {
@@ -163,8 +173,9 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
     size_t cols = 1;
     for (q = p; (q = strchr(q, r->delim)); q++)
       cols++;
-    if (header || !r->ncols) {
-      if ((rc = set_columns(r, cols, line)) != 0)
+    if (header || first) {
+      first = false;
+      if ((rc = set_columns(r, cols, line, k != 0)) != 0)
         break;
       d->features = r->ncols - 1;
       if (header) {
@@ -173,10 +184,11 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
         continue;
       }
     }
-    if (cols < r->ncols) {
+    size_t want = r->ncols - r->unlabeled;
+    if (cols < want) {
       rc = lk_fail(r->host, LK_EFORMAT,
                    "%s:%zu:%zu: missing cell: %zu columns, expected %zu", path,
-                   line, cols + 1, cols, r->ncols);
+                   line, cols + 1, cols, want);
       break;
     }
     if (rows == cap) {
@@ -190,13 +202,14 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
       if (cut)
         *cut = '\0';
       double v = 0;
-      if (col == r->ncols) {
+      if (col == want) {
         rc = lk_fail(r->host, LK_EFORMAT,
                      "%s:%zu:%zu: extra cell \"%.40s%s\": %zu columns, "
                      "expected %zu",
                      path, line, col + 1, p, strlen(p) > 40 ? "..." : "", cols,
-                     r->ncols);
-      } else if ((rc = cell(r, line, col, p, &v)) == 0 && col == r->label) {
+                     want);
+      } else if ((rc = cell(r, line, col, p, &v)) == 0 && !r->unlabeled &&
+                 col == r->label) {
         if (r->int_labels) {
           int32_t c = (int32_t)v;
           ((int32_t *)d->file[k].y)[rows] = c;
@@ -208,6 +221,12 @@ static int parse_text(reader *r, data_set *d, const char *path, char *text,
         *x++ = (float)v;
       }
       p = cut ? cut + 1 : p;
+    }
+    if (r->unlabeled) { /* nothing to learn from: a placeholder */
+      if (r->int_labels)
+        ((int32_t *)d->file[k].y)[rows] = 0;
+      else
+        ((float *)d->file[k].y)[rows] = 0;
     }
     rows++;
     p = next;
@@ -283,6 +302,12 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     rc = parse(&r, d, path, 0, d->limit);
   if (rc == 0 && *test)
     rc = parse(&r, d, test, 1, 0);
+  if (rc == 0 && *test && r.unlabeled)
+    lk_log(host, LK_LOG_WARN,
+           "%s has no label column (%zu columns, the training file %zu): its "
+           "samples are for loopkit predict; test metrics on them mean "
+           "nothing (every label is taken as 0)",
+           test, r.ncols - 1, r.ncols);
   if (rc == 0)
     rc = data_setup(d, d->normalize);
   if (rc == 0 && r.int_labels)
@@ -307,7 +332,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 
 static const lk_option options[] = {
     {"path", LK_OPT_PATH, NULL, "the training CSV file", NULL},
-    {"test", LK_OPT_PATH, "", "the test CSV file (empty: no test split)", NULL},
+    {"test", LK_OPT_PATH, "",
+     "the test CSV file (empty: no test split); without the label column "
+     "its samples are for loopkit predict",
+     NULL},
     {"header", LK_OPT_BOOL, "true",
      "the first line (after skip_rows) names the columns", NULL},
     {"skip_rows", LK_OPT_INT, "0",

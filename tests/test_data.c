@@ -877,12 +877,15 @@ static void test_csv_columns(void **state) {
   expect_bad_cell("a,b,y\n1,2,0\n3,4,5,9\n", "", "3:4",
                   "extra cell \"9\": 4 columns, expected 3");
   expect_bad_cell("a,b,y\n1,2,0,7\n", "", "2:4", "extra cell \"7\"");
-  /* The test file must have the training file's columns. */
+  /* The test file must have the training file's columns, or one fewer
+   * (no label column: samples to predict). */
   write_text(in_root("cols.csv"), "a,b,y\n1,2,0\n");
-  write_text(in_root("cols-test.csv"), "a,y\n1,0\n");
+  write_text(in_root("cols-test.csv"), "y\n0\n");
   char extra[4400], expect[4400];
   snprintf(extra, sizeof extra, "test = %s", in_root("cols-test.csv"));
-  snprintf(expect, sizeof expect, "%s:1: 2 columns, the training file has 3",
+  snprintf(expect, sizeof expect,
+           "%s:1: 1 columns, the training file has 3 (or 2 without the label "
+           "column)",
            in_root("cols-test.csv"));
   expect_fail("csv", csv_options("cols.csv", extra), LK_EFORMAT, expect, NULL);
   write_text(in_root("cols-test.csv"), "a,b,y\n1,2\n");

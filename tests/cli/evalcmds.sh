@@ -102,6 +102,18 @@ check "predict -o FILE: nothing on the standard output, no temporary file left" 
 lk predict "$T/cls.ini" --ckpt "$R/checkpoints/last.ckpt" --set "csv.test=$T/train.csv" >"$T/pred-train.csv"
 check "predict --set csv.test=FILE: one row per sample of FILE (120)" \
   same "$(($(wc -l <"$T/pred-train.csv") - 1))" 120
+# A file to predict has no labels: the test file without its label column.
+cut -d, -f1,2 "$T/test.csv" >"$T/unlabeled.csv"
+lk predict "$T/cls.ini" --ckpt "$R/checkpoints/last.ckpt" --set "csv.test=$T/unlabeled.csv" >"$T/pred-unl.csv"
+check "predict on a file without the label column: exit 0" test $? -eq 0
+check "predict on a file without the label column: the labelled file's rows" \
+  cmp -s "$T/pred.csv" "$T/pred-unl.csv"
+check "predict on a file without the label column: a warning names it" \
+  grep -q "unlabeled.csv has no label column" "$T/err"
+cut -d, -f1 "$T/test.csv" >"$T/onecol.csv"
+expect 2 'onecol.csv:1: 1 columns, the training file has 3 \(or 2 without the label column\)' \
+  "predict on a file two columns short: refused naming file:line" -- \
+  predict "$T/cls.ini" --ckpt "$R/checkpoints/last.ckpt" --set "csv.test=$T/onecol.csv"
 
 # A regression: linear's outputs, whose squared error is test's test_loss.
 awk 'BEGIN { print "a,b,y"; for (i = 0; i < 40; i++) { a = (i * 37 % 40) / 40; b = (i * 11 % 40) / 40; printf "%.4f,%.4f,%.4f\n", a, b, 2 * a - b + 0.5 + (i % 5 - 2) / 100 } }' >"$T/reg.csv"
