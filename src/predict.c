@@ -115,19 +115,11 @@ static int match(const lk_run *run, const char *path, const lk__ckpt *ck,
 static int check_model_state(const lk_run *run, const char *path) {
   const lk__instance *who[2] = {lk__role(run, LK__KIND_STEP),
                                 lk__role(run, LK__KIND_BACKWARD)};
-  for (int i = 0; i < 2; i++) {
-    const lk__instance *in = who[i];
-    if (!in || (i == 1 && in == who[0]) || in->minor < 4 ||
-        !in->desc->check_state)
-      continue;
-    uint64_t mark = lk__err_mark();
-    int rc = in->desc->check_state(in->self);
-    if (rc != 0) {
-      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->label);
-      return LK_EFORMAT;
-    }
-  }
-  return 0;
+  int rc = 0;
+  for (int i = 0; i < 2 && rc == 0; i++)
+    if (who[i] && !(i == 1 && who[i] == who[0]))
+      rc = lk__check_state(who[i], path);
+  return rc;
 }
 
 int lk_run_load_params(lk_run *run, const char *path) {

@@ -124,21 +124,25 @@ static int match_tensors(lk_run *run, const char *path, const lk__ckpt *ck,
   return rc;
 }
 
-/* Each plugin checks the state it was given back (ABI 1.4). */
-static int check_plugins(lk_run *run, const char *path) {
-  const lk__registry *reg = &run->env.reg;
-  for (size_t i = 0; i < reg->n_created; i++) {
-    lk__instance *in = reg->created[i];
-    if (in->minor < 4 || !in->desc->check_state)
-      continue;
-    uint64_t mark = lk__err_mark();
-    int rc = in->desc->check_state(in->self);
-    if (rc != 0) {
-      lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->label);
-      return LK_EFORMAT;
-    }
+int lk__check_state(const lk__instance *in, const char *path) {
+  if (in->minor < 4 || !in->desc->check_state)
+    return 0;
+  uint64_t mark = lk__err_mark();
+  int rc = in->desc->check_state(in->self);
+  if (rc != 0) {
+    lk__entry_failed(rc, mark, "%s: state of plugin %s", path, in->label);
+    return LK_EFORMAT;
   }
   return 0;
+}
+
+/* Each plugin checks the state it was given back. */
+static int check_plugins(lk_run *run, const char *path) {
+  const lk__registry *reg = &run->env.reg;
+  int rc = 0;
+  for (size_t i = 0; i < reg->n_created && rc == 0; i++)
+    rc = lk__check_state(reg->created[i], path);
+  return rc;
 }
 
 int lk__resume(lk_run *run, const char *path, struct stat *st) {

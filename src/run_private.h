@@ -163,6 +163,11 @@ int lk__rundir_write_pending(lk_run *run);
  * host's, then each plugin's check_state). ST gets the file's status. */
 int lk__resume(lk_run *run, const char *path, struct stat *st);
 
+/* Instance IN checks the state it now holds, loaded from the checkpoint
+ * PATH (ABI 1.4's check_state; nothing for a plugin without one). Fails
+ * with LK_EFORMAT, its message naming PATH and the plugin. */
+int lk__check_state(const lk__instance *in, const char *path);
+
 /* ---- strategy.c: processes ----------------------------------------------- */
 
 /* The strategy's rank and world, then its setup. */
