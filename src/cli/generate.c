@@ -18,12 +18,11 @@
 #include "cli.h"
 
 typedef struct gen_opts {
-  const char *config, *ckpt, *prompt;
+  cli_model_args m; /* CONFIG --ckpt CKPT [--set S.K=V]... */
+  const char *prompt;
   long long tokens, top_k;
   double temperature;
   unsigned long long seed;
-  const char *sets[256];
-  int n_sets;
 } gen_opts;
 
 static const char usage[] =
@@ -42,85 +41,59 @@ static int whole(const char *opt, const char *s, long long *out) {
   return 0;
 }
 
+/* generate's own options here; the rest (the config, --ckpt, --set) as
+ * every command that uses a trained model takes them. */
 static int parse(int argc, char **argv, gen_opts *o) {
-  for (int i = 0; i < argc; i++) {
+  char **rest = calloc((size_t)argc + 1, sizeof *rest);
+  if (!rest) {
+    cli_error("generate: out of memory");
+    return -1;
+  }
+  int n_rest = 0, rc = 0;
+  for (int i = 0; i < argc && rc == 0; i++) {
     const char *a = argv[i];
-    bool valued = !strcmp(a, "--ckpt") || !strcmp(a, "--prompt") ||
-                  !strcmp(a, "--tokens") || !strcmp(a, "--temperature") ||
-                  !strcmp(a, "--top-k") || !strcmp(a, "--seed") ||
-                  !strcmp(a, "--set");
-    if (valued && i + 1 >= argc) {
-      cli_error("generate: %s needs a value", a);
-      return -1;
+    bool own = !strcmp(a, "--prompt") || !strcmp(a, "--tokens") ||
+               !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
+               !strcmp(a, "--seed");
+    if (!own) {
+      rest[n_rest++] = argv[i];
+      if ((!strcmp(a, "--ckpt") || !strcmp(a, "--set")) && i + 1 < argc)
+        rest[n_rest++] = argv[++i];
+      continue;
     }
-    const char *v = valued ? argv[++i] : NULL;
+    if (i + 1 >= argc) {
+      cli_error("generate: %s needs a value", a);
+      rc = -1;
+      break;
+    }
+    const char *v = argv[++i];
     long long n;
-    if (!strcmp(a, "--ckpt"))
-      o->ckpt = v;
-    else if (!strcmp(a, "--prompt"))
+    if (!strcmp(a, "--prompt"))
       o->prompt = v;
-    else if (!strcmp(a, "--tokens")) {
-      if (whole(a, v, &o->tokens) != 0)
-        return -1;
-    } else if (!strcmp(a, "--top-k")) {
-      if (whole(a, v, &o->top_k) != 0)
-        return -1;
-    } else if (!strcmp(a, "--seed")) {
-      if (whole(a, v, &n) != 0)
-        return -1;
-      o->seed = (unsigned long long)n;
-    } else if (!strcmp(a, "--temperature")) {
+    else if (!strcmp(a, "--tokens"))
+      rc = whole(a, v, &o->tokens);
+    else if (!strcmp(a, "--top-k"))
+      rc = whole(a, v, &o->top_k);
+    else if (!strcmp(a, "--seed")) {
+      if ((rc = whole(a, v, &n)) == 0)
+        o->seed = (unsigned long long)n;
+    } else {
       char *end;
       o->temperature = strtod(v, &end);
       if (end == v || *end || !isfinite(o->temperature) || o->temperature < 0) {
         cli_error("generate: --temperature \"%s\": expected a number >= 0", v);
-        return -1;
+        rc = -1;
       }
-    } else if (!strcmp(a, "--set")) {
-      if (o->n_sets == 256) {
-        cli_error("generate: more than 256 --set");
-        return -1;
-      }
-      o->sets[o->n_sets++] = v;
-    } else if (a[0] == '-' || o->config) {
-      cli_error("generate: unexpected \"%s\"; %s", a, usage);
-      return -1;
-    } else
-      o->config = a;
+    }
   }
-  if (!o->config || !o->ckpt) {
-    cli_error("generate: %s; %s", o->config ? "no --ckpt" : "no config file",
-              usage);
-    return -1;
-  }
-  if (!o->prompt[0]) {
+  if (rc == 0)
+    rc = cli_model_args_parse("generate", usage, n_rest, rest, false, &o->m);
+  free(rest);
+  if (rc == 0 && !o->prompt[0]) {
     cli_error("generate: --prompt is empty: the model needs at least one "
               "token of context (default: a newline)");
-    return -1;
+    rc = -1;
   }
-  return 0;
-}
-
-/* The run of O's config, with its parameters from O's checkpoint. */
-static int open_model(const gen_opts *o, lk_run **run) {
-  lk_config *cfg = NULL;
-  if (lk_config_load(o->config, &cfg) != 0) {
-    cli_error("%s", lk_last_error());
-    return -1;
-  }
-  for (int i = 0; i < o->n_sets; i++)
-    if (lk_config_set(cfg, o->sets[i]) != 0) {
-      cli_error("%s", lk_last_error());
-      lk_config_free(cfg);
-      return -1;
-    }
-  lk_run_options ro = {.no_run_dir = true, .verbosity = LK_LOG_ERROR};
-  int rc = lk_run_new(cfg, &ro, run);
-  lk_config_free(cfg);
-  if (rc == 0 && (rc = lk_run_load_params(*run, o->ckpt)) != 0)
-    lk_run_free(*run);
-  if (rc != 0)
-    cli_error("%s", lk_last_error());
   return rc;
 }
 
@@ -253,7 +226,7 @@ int cli_generate(int argc, char **argv) {
   if (parse(argc, argv, &o) != 0)
     return EXIT_USAGE;
   lk_run *run = NULL;
-  if (open_model(&o, &run) != 0)
+  if (cli_open_model(&o.m, &run) != 0)
     return EXIT_USAGE;
   int status = generate(run, &o);
   lk_run_free(run);
