@@ -418,6 +418,24 @@ static int has_test(lk_run *run, bool *yes) {
   return 0;
 }
 
+/* Where that callback writes best.ckpt: in its dirpath (absolute, or
+ * relative to the run directory), else in checkpoints/NAME for an instance
+ * with a name of its own, else in checkpoints: the bundled checkpoint's
+ * rule, documented for any callback with those options. */
+static char *best_ckpt_path(const lk_run *run) {
+  const lk__instance *cb = run->best_keeper;
+  if (!cb || !run->rd.dir)
+    return NULL;
+  const char *dirpath = lk_opt_string(cb->opts, "dirpath"); /* NULL: none */
+  if (dirpath && *dirpath)
+    return dirpath[0] == '/'
+               ? lk__asprintf("%s/best.ckpt", dirpath)
+               : lk__asprintf("%s/%s/best.ckpt", run->rd.dir, dirpath);
+  if (cb->named)
+    return lk__asprintf("%s/%s/best.ckpt", run->rd.ckpt_dir, cb->name);
+  return lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
+}
+
 /* [loop] test_ckpt = best: the trained model kept aside in *KEPT and
  * best.ckpt's loaded in its place (the checkpoints callbacks asked for are
  * written first: best.ckpt may be one). */
@@ -428,7 +446,7 @@ static int load_best(lk_run *run, lk__model_copy **kept) {
     return rc;
   if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
     return rc;
-  char *path = lk__best_ckpt_path(run);
+  char *path = best_ckpt_path(run);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
   if (access(path, F_OK) != 0)

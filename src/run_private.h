@@ -200,10 +200,6 @@ int lk__check_result(const lk_step_result *r, const char *entry,
  * as it was for the last checkpoint. */
 typedef struct lk__model_copy lk__model_copy;
 int lk__model_keep(const lk_run *run, lk__model_copy **out);
-
-/* Where [loop] test_ckpt = best finds best.ckpt (allocated): the first
- * checkpoint callback's. NULL when out of memory or the run has none. */
-char *lk__best_ckpt_path(const lk_run *run);
 void lk__model_restore(const lk__model_copy *c);
 void lk__model_copy_free(lk__model_copy *c);
 
@@ -232,6 +228,9 @@ struct lk_run {
   bool resumed;
   bool warned_shards;
   double seconds;
+  /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
+   * test runs on, the first listed (setup.c); NULL otherwise. */
+  const lk__instance *best_keeper;
 };
 
 /* The instance playing role K (NULL: none). */

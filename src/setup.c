@@ -339,33 +339,14 @@ static const lk__instance *best_keeper(const lk_run *run) {
   return NULL;
 }
 
-/* Where that callback writes best.ckpt: in its dirpath (absolute, or
- * relative to the run directory), else in checkpoints/NAME for an instance
- * with a name of its own, else in checkpoints: the bundled checkpoint's
- * rule, documented for any callback with those options. */
-char *lk__best_ckpt_path(const lk_run *run) {
-  const lk__instance *cb = best_keeper(run);
-  if (!cb || !run->rd.dir)
-    return NULL;
-  const char *dirpath =
-      declares(cb->desc, "dirpath") ? lk_opt_string(cb->opts, "dirpath") : "";
-  if (dirpath && *dirpath)
-    return dirpath[0] == '/'
-               ? lk__asprintf("%s/best.ckpt", dirpath)
-               : lk__asprintf("%s/%s/best.ckpt", run->rd.dir, dirpath);
-  if (cb->named)
-    return lk__asprintf("%s/%s/best.ckpt", run->rd.ckpt_dir, cb->name);
-  return lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
-}
-
 /* Only rank 0 writes checkpoints, so the other processes would have
  * nothing to load. */
-static int check_test_ckpt(const lk_run *run, const lk_config *cfg) {
+static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
   if (run->loop.test_ckpt != LK__TEST_BEST)
     return 0;
   const lk_config_entry *e = lk_config_find(cfg, "loop", "test_ckpt");
   const char *where = e ? e->where : lk__config_path(cfg);
-  bool found = best_keeper(run) != NULL;
+  bool found = (run->best_keeper = best_keeper(run)) != NULL;
   if (!found)
     return lk__err(LK_ECONFIG,
                    "%s: loop.test_ckpt = best needs a checkpoint callback "
