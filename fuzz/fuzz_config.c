@@ -164,9 +164,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       memcpy(arg, p, len);
       arg[len] = '\0';
       size_t before = lk__config_count(cfg);
+      /* SECTION.KEY= (nothing after '=') removes the key: one entry fewer
+       * at most; any other set adds one entry at most. */
+      const char *eq = strchr(arg, '=');
+      bool removes = eq && eq[1 + strspn(eq + 1, " \t")] == '\0';
       int src = lk_config_set(cfg, arg);
       if (src == 0) {
-        FUZZ_CHECK(lk__config_count(cfg) - before <= 1, "set added > 1 entry");
+        size_t after = lk__config_count(cfg);
+        if (removes)
+          FUZZ_CHECK(after == before || after + 1 == before,
+                     "a removing set changed %zu entries into %zu", before,
+                     after);
+        else
+          FUZZ_CHECK(after == before || after == before + 1,
+                     "set changed %zu entries into %zu", before, after);
+        if (removes) {
+          /* the key named is gone */
+          char *copy = strdup(arg);
+          FUZZ_CHECK(copy != NULL, "strdup");
+          copy[eq - arg] = '\0';
+          char *dot = strchr(copy, '.');
+          if (dot) {
+            *dot = '\0';
+            char *sec = copy, *key = dot + 1;
+            sec += strspn(sec, " \t");
+            size_t sl = strlen(sec), kl;
+            while (sl && (sec[sl - 1] == ' ' || sec[sl - 1] == '\t'))
+              sec[--sl] = '\0';
+            key += strspn(key, " \t");
+            kl = strlen(key);
+            while (kl && (key[kl - 1] == ' ' || key[kl - 1] == '\t'))
+              key[--kl] = '\0';
+            FUZZ_CHECK(lk_config_find(cfg, sec, key) == NULL,
+                       "--set %s left the key", arg);
+          }
+          free(copy);
+        }
       } else {
         FUZZ_CHECK(src == LK_ECONFIG || src == LK_ENOMEM, "set returned %d",
                    src);
