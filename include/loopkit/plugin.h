@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 4
+#define LK_ABI_MINOR 5
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
