@@ -175,29 +175,59 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
 /* ---- learning rates and wrapped optimizers --------------------------------
  */
 
+/* The optimizer a plugin's lk_host_lr and lk_host_momentum reach: the one
+ * its instance is bound to (a scheduler created for another), else the
+ * run's. */
+static const lk__instance *driven_optimizer(const lk_host *host) {
+  const lk__instance *bound = host->inst ? host->inst->driven : NULL;
+  return bound ? bound : host->env->reg.role[LK__KIND_OPTIMIZER];
+}
+
 double lk_host_lr(lk_host *host) {
-  const lk__instance *opt = host->env->reg.role[LK__KIND_OPTIMIZER];
+  const lk__instance *opt = driven_optimizer(host);
   const lk_optimizer_ops *ops = opt ? lk__lr_ops(opt) : NULL;
   return ops ? ops->get_lr(opt->self) : NAN;
 }
 
-int lk_host_set_lr(lk_host *host, double lr) {
-  const lk__instance *opt = host->env->reg.role[LK__KIND_OPTIMIZER];
-  const lk_optimizer_ops *ops = opt ? lk__lr_ops(opt) : NULL;
-  if (!ops)
-    return lk__err(LK_ESTATE,
-                   "plugin %s: the optimizer has no learning rate to set",
-                   host->inst->label);
-  if (!isfinite(lr) || lr < 0)
-    return lk__err(LK_EINVAL, "plugin %s: learning rate %g is not >= 0",
-                   host->inst->label, lr);
+/* Why OPT cannot take a new value of WHAT yet, or 0. */
+static int check_settable(const lk_host *host, const lk__instance *opt,
+                          bool has, const char *what, double value) {
+  if (!has)
+    return lk__err(LK_ESTATE, "plugin %s: the optimizer has no %s to set",
+                   host->inst->label, what);
+  if (!isfinite(value) || value < 0)
+    return lk__err(LK_EINVAL, "plugin %s: %s %g is not >= 0", host->inst->label,
+                   what, value);
   if (!opt->created)
     return lk__err(LK_ESTATE,
                    "plugin %s: the optimizer is not created yet (schedulers "
                    "are created after it)",
                    host->inst->label);
-  ops->set_lr(opt->self, lr);
   return 0;
+}
+
+int lk_host_set_lr(lk_host *host, double lr) {
+  const lk__instance *opt = driven_optimizer(host);
+  const lk_optimizer_ops *ops = opt ? lk__lr_ops(opt) : NULL;
+  int rc = check_settable(host, opt, ops != NULL, "learning rate", lr);
+  if (rc == 0)
+    ops->set_lr(opt->self, lr);
+  return rc;
+}
+
+double lk_host_momentum(lk_host *host) {
+  const lk__instance *opt = driven_optimizer(host);
+  const lk_optimizer_ops *ops = opt ? lk__momentum_ops(opt) : NULL;
+  return ops ? ops->get_momentum(opt->self) : NAN;
+}
+
+int lk_host_set_momentum(lk_host *host, double momentum) {
+  const lk__instance *opt = driven_optimizer(host);
+  const lk_optimizer_ops *ops = opt ? lk__momentum_ops(opt) : NULL;
+  int rc = check_settable(host, opt, ops != NULL, "momentum", momentum);
+  if (rc == 0)
+    ops->set_momentum(opt->self, momentum);
+  return rc;
 }
 
 int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {

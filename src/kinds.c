@@ -10,8 +10,11 @@ static const lk__entry step_entries[] = {{"training_step", 0, true},
                                          {"predict_step", 4, false}};
 static const lk__entry backward_entries[] = {{"backward", 0, true}};
 static const lk__entry zero_grad_entries[] = {{"zero_grad", 0, true}};
-static const lk__entry optimizer_entries[] = {
-    {"step", 0, true}, {"get_lr", 1, false}, {"set_lr", 1, false}};
+static const lk__entry optimizer_entries[] = {{"step", 0, true},
+                                              {"get_lr", 1, false},
+                                              {"set_lr", 1, false},
+                                              {"get_momentum", 5, false},
+                                              {"set_momentum", 5, false}};
 static const lk__entry profiler_entries[] = {{"action", 0, true},
                                              {"start", 0, true},
                                              {"stop", 0, true},

@@ -255,3 +255,10 @@ const lk_optimizer_ops *lk__lr_ops(const lk__instance *in) {
     return NULL;
   return ops;
 }
+
+const lk_optimizer_ops *lk__momentum_ops(const lk__instance *in) {
+  const lk_optimizer_ops *ops = in->desc->optimizer;
+  if (!ops || in->minor < 5 || !ops->get_momentum || !ops->set_momentum)
+    return NULL;
+  return ops;
+}

@@ -39,6 +39,9 @@ struct lk__instance {
   lk_options *opts;
   void *self;
   bool created;
+  /* The optimizer lk_host_lr and lk_host_momentum reach for it; NULL: the
+   * run's (the optimizer role). */
+  lk__instance *driven;
   lk_host host;
 };
 
@@ -83,5 +86,8 @@ void (*lk__entry_of(const lk__instance *in, lk__kind_id k, size_t i))(void);
 /* IN's optimizer get_lr/set_lr, or NULL if it has none (or was built for
  * ABI 1.0, whose ops table ends before them). */
 const lk_optimizer_ops *lk__lr_ops(const lk__instance *in);
+/* IN's optimizer get_momentum/set_momentum, or NULL if it has none (or was
+ * built for an ABI before 1.5). */
+const lk_optimizer_ops *lk__momentum_ops(const lk__instance *in);
 
 #endif

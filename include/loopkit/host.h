@@ -122,6 +122,11 @@ LK_API double lk_rng_normal(lk_rng *rng);  /* mean 0, variance 1 */
  * one: what a scheduler drives. */
 LK_API double lk_host_lr(lk_host *host);
 LK_API int lk_host_set_lr(lk_host *host, double lr);
+/* Since ABI 1.5: the optimizer's momentum (beta1 for the adam family; see
+ * lk_optimizer_ops), NaN if it has none, and a new one: what a scheduler
+ * that cycles momentum drives (onecycle, cyclic). */
+LK_API double lk_host_momentum(lk_host *host);
+LK_API int lk_host_set_momentum(lk_host *host, double momentum);
 
 /* Another optimizer plugin, for optimizers that wrap one (sam): NAME is
  * loaded like a [plugins] name, takes its options from the config section

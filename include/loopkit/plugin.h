@@ -144,12 +144,18 @@ typedef struct lk_zero_grad_ops {
  * lk_host_add_state at create time — the learning rate included, since a
  * scheduler changes it during the run.
  * Since ABI 1.1: get_lr and set_lr (NULL: the optimizer has no single
- * learning rate, and no scheduler can drive it). */
+ * learning rate, and no scheduler can drive it).
+ * Since ABI 1.5: get_momentum and set_momentum, what torch's OneCycleLR and
+ * CyclicLR cycle: the momentum of an optimizer whose defaults have one
+ * (sgd, rmsprop), beta1 of one that has betas (the adam family). NULL:
+ * the optimizer has neither, and cycle_momentum is refused. */
 typedef struct lk_optimizer_ops {
   int (*step)(void *self, lk_tensor *const *params, size_t n,
               lk_closure_fn closure);
   double (*get_lr)(void *self);
   void (*set_lr)(void *self, double lr);
+  double (*get_momentum)(void *self);
+  void (*set_momentum)(void *self, double momentum);
 } lk_optimizer_ops;
 
 /* profiler: action ids are asked for once, when the run is set up. report
