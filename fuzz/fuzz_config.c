@@ -183,7 +183,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           char *copy = strdup(arg);
           FUZZ_CHECK(copy != NULL, "strdup");
           copy[eq - arg] = '\0';
-          char *dot = strchr(copy, '.');
+          char *dot = strrchr(copy, '.'); /* a section may be OPT.GROUP */
           if (dot) {
             *dot = '\0';
             char *sec = copy, *key = dot + 1;

@@ -59,8 +59,8 @@ static bool is_control(unsigned char c) {
   return (c < 0x20 && c != '\t') || c == 0x7f;
 }
 
-/* Section names and keys: [A-Za-z0-9_-]+. No '.', since --set splits
- * SECTION.KEY at the first one. */
+/* Keys: [A-Za-z0-9_-]+. No '.', since --set splits SECTION.KEY at the
+ * last one. */
 static bool valid_name(const char *s) {
   if (!*s)
     return false;
@@ -71,6 +71,23 @@ static bool valid_name(const char *s) {
       return false;
   }
   return true;
+}
+
+/* Section names: a name, or NAME.GROUP (an optimizer's parameter group,
+ * [adamw.no_decay]): two names joined by one dot. */
+static bool valid_section(const char *s) {
+  const char *dot = strchr(s, '.');
+  if (!dot)
+    return valid_name(s);
+  if (dot == s || strchr(dot + 1, '.'))
+    return false;
+  char head[256];
+  size_t n = (size_t)(dot - s);
+  if (n >= sizeof head)
+    return false;
+  memcpy(head, s, n);
+  head[n] = '\0';
+  return valid_name(head) && valid_name(dot + 1);
 }
 
 /* Why VALUE could not be written as "KEY = VALUE" and read back unchanged,
@@ -436,10 +453,10 @@ static int parse_section(parser *ps, char *s) {
   char *name = trim(s + 1);
   if (!*name)
     return PERR(ps, "empty section name; expected \"[section]\"");
-  if (!valid_name(name))
+  if (!valid_section(name))
     return PERR(ps,
                 "invalid section name \"%.*s\": expected letters, digits, "
-                "'_' or '-'",
+                "'_' or '-' (NAME.GROUP for a parameter group)",
                 SHOWN, name);
   char *where = lk__asprintf("%s:%lu", ps->name, ps->line);
   if (!where)
@@ -588,7 +605,7 @@ int lk_config_put(lk_config *cfg, const char *section, const char *key,
                   const char *value, const char *where) {
   if (!cfg || !section || !key || !value || !where)
     return lk__err(LK_EINVAL, "lk_config_put: NULL argument");
-  if (!valid_name(section))
+  if (!valid_section(section))
     return lk__err(LK_ECONFIG,
                    "%s: invalid section name \"%s\": expected letters, "
                    "digits, '_' or '-'",
@@ -608,8 +625,11 @@ int lk_config_set(lk_config *cfg, const char *assignment) {
   if (!cfg || !assignment)
     return lk__err(LK_EINVAL, "lk_config_set: NULL argument");
   const char *eq = strchr(assignment, '=');
-  const char *dot =
-      eq ? memchr(assignment, '.', (size_t)(eq - assignment)) : NULL;
+  /* The last dot before '=': a section may be NAME.GROUP, a key has none. */
+  const char *dot = NULL;
+  for (const char *p = assignment; eq && p < eq; p++)
+    if (*p == '.')
+      dot = p;
   if (!dot)
     return lk__err(LK_ECONFIG, "--set \"%s\": expected SECTION.KEY=VALUE",
                    assignment);
@@ -627,7 +647,7 @@ int lk_config_set(lk_config *cfg, const char *assignment) {
   char *value = trim(copy + (eq - assignment) + 1);
   int rc = 0;
   const char *bad;
-  if (!valid_name(section))
+  if (!valid_section(section))
     rc = lk__err(LK_ECONFIG,
                  "--set \"%s\": %s section name \"%s\" (letters, digits, '_' "
                  "or '-'); expected SECTION.KEY=VALUE",

@@ -244,8 +244,21 @@ static void list_accepted(const lk_descriptor *desc, char *buf, size_t len) {
     snprintf(buf, len, "(none: the plugin has no options)");
 }
 
+static bool is_host_key(const char *const *host_keys, const char *key) {
+  for (; host_keys && *host_keys; host_keys++)
+    if (!strcmp(*host_keys, key))
+      return true;
+  return false;
+}
+
 int lk__options_parse(const lk_descriptor *desc, const char *section,
                       const lk_config *cfg, lk_options **out) {
+  return lk__options_parse_in(desc, section, NULL, NULL, cfg, out);
+}
+
+int lk__options_parse_in(const lk_descriptor *desc, const char *section,
+                         const char *base, const char *const *host_keys,
+                         const lk_config *cfg, lk_options **out) {
   lk_options *opts = calloc(1, sizeof *opts);
   size_t n = count_options(desc->options);
   if (!opts || (n && !(opts->values = calloc(n, sizeof *opts->values)))) {
@@ -262,7 +275,7 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
   /* Every key of the section must be declared. */
   for (size_t i = 0; cfg && i < lk__config_count(cfg) && rc == 0; i++) {
     const lk_config_entry *e = lk__config_at(cfg, i);
-    if (strcmp(e->section, section) != 0)
+    if (strcmp(e->section, section) != 0 || is_host_key(host_keys, e->key))
       continue;
     bool known = false;
     for (size_t k = 0; k < n; k++)
@@ -281,6 +294,8 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
     v->decl = o;
     const lk_config_entry *e =
         cfg ? lk_config_find(cfg, section, o->name) : NULL;
+    if (!e && cfg && base)
+      e = lk_config_find(cfg, base, o->name);
     bool range;
     char *abs = NULL;
     if (o->type == LK_OPT_PATH && (e || o->def) &&
@@ -289,10 +304,11 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
     if (e) {
       rc = parse_value(desc, v, abs ? abs : e->value, &range);
       if (rc != 0 && range)
-        rc = lk__err_prefix(rc, "%s: option %s.%s = %s", e->where, section,
+        rc = lk__err_prefix(rc, "%s: option %s.%s = %s", e->where, e->section,
                             o->name, e->value);
       else if (rc != 0)
-        rc = lk__err_prefix(rc, "%s: option %s.%s", e->where, section, o->name);
+        rc = lk__err_prefix(rc, "%s: option %s.%s", e->where, e->section,
+                            o->name);
     } else if (o->def) {
       rc = parse_value(desc, v, abs ? abs : o->def, &range);
       if (rc != 0)

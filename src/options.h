@@ -10,6 +10,13 @@
  * accepted. */
 int lk__options_parse(const lk_descriptor *desc, const char *section,
                       const lk_config *cfg, lk_options **out);
+/* The same, an option SECTION does not give taken from section BASE (NULL:
+ * none), as a parameter group inherits its optimizer's options; the keys
+ * of HOST_KEYS (NULL-terminated; NULL: none) are the host's and are not
+ * looked at. */
+int lk__options_parse_in(const lk_descriptor *desc, const char *section,
+                         const char *base, const char *const *host_keys,
+                         const lk_config *cfg, lk_options **out);
 
 /* Writes every option's value (given or default) into section SECTION of
  * CFG, for the effective config of a run. */

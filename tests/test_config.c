@@ -139,10 +139,15 @@ static void test_syntax_errors(void **state) {
       {"[a]x\n", "t.ini:1: expected \"[section]\", got \"[a]x\""},
       {"[a]#c\n", "t.ini:1: expected \"[section]\", got \"[a]#c\""},
       {"# c\n[]\n", "t.ini:2: empty section name; expected \"[section]\""},
-      {"[a.b]\n", "t.ini:1: invalid section name \"a.b\": expected letters, "
-                  "digits, '_' or '-'"},
+      {"[a.b.c]\n", "t.ini:1: invalid section name \"a.b.c\": expected "
+                    "letters, digits, '_' or '-' (NAME.GROUP for a parameter "
+                    "group)"},
+      {"[.b]\n", "t.ini:1: invalid section name \".b\": expected letters, "
+                 "digits, '_' or '-' (NAME.GROUP for a parameter group)"},
+      {"[a.]\n", "t.ini:1: invalid section name \"a.\": expected letters, "
+                 "digits, '_' or '-' (NAME.GROUP for a parameter group)"},
       {"[a b]\n", "t.ini:1: invalid section name \"a b\": expected letters, "
-                  "digits, '_' or '-'"},
+                  "digits, '_' or '-' (NAME.GROUP for a parameter group)"},
       {"[a]\n= 1\n",
        "t.ini:2: missing key before '='; expected \"key = value\""},
       {"[a]\nb.c = 1\n", "t.ini:2: invalid key \"b.c\": expected letters, "
@@ -285,6 +290,10 @@ static void test_set(void **state) {
   /* The value may hold '=' and '.'. */
   assert_int_equal(lk_config_set(cfg, "sgd.lr=1e-3=x.y"), 0);
   assert_string_equal(lk_config_find(cfg, "sgd", "lr")->value, "1e-3=x.y");
+  /* A parameter group's section: the key is after the last dot. */
+  assert_int_equal(lk_config_set(cfg, "adamw.no_decay.weight_decay=0"), 0);
+  assert_string_equal(
+      lk_config_find(cfg, "adamw.no_decay", "weight_decay")->value, "0");
   lk_config_free(cfg);
 }
 
@@ -351,8 +360,9 @@ static void test_set_malformed(void **state) {
                   "digits, '_' or '-'); expected SECTION.KEY=VALUE"},
       {"loop.=1", "--set \"loop.=1\": missing key \"\" (letters, digits, "
                   "'_' or '-'); expected SECTION.KEY=VALUE"},
-      {"loop.a.b=1", "--set \"loop.a.b=1\": invalid key \"a.b\" (letters, "
-                     "digits, '_' or '-'); expected SECTION.KEY=VALUE"},
+      {"loop.a.b.c=1", "--set \"loop.a.b.c=1\": invalid section name "
+                       "\"loop.a.b\" (letters, digits, '_' or '-'); expected "
+                       "SECTION.KEY=VALUE"},
       {"lo op.a=1", "--set \"lo op.a=1\": invalid section name \"lo op\" "
                     "(letters, digits, '_' or '-'); expected "
                     "SECTION.KEY=VALUE"},
@@ -398,9 +408,12 @@ static void test_put(void **state) {
   assert_int_equal(lk__config_count(cfg), 3);
   assert_entry(lk__config_at(cfg, 0), "sgd", "lr", "0.2", "default");
 
-  assert_int_equal(lk_config_put(cfg, "a.b", "k", "v", "w"), LK_ECONFIG);
-  assert_string_equal(lk_last_error(), "w: invalid section name \"a.b\": "
+  assert_int_equal(lk_config_put(cfg, "a.b.c", "k", "v", "w"), LK_ECONFIG);
+  assert_string_equal(lk_last_error(), "w: invalid section name \"a.b.c\": "
                                        "expected letters, digits, '_' or '-'");
+  /* A parameter group's section: OPT.GROUP. */
+  assert_int_equal(lk_config_put(cfg, "adamw.no_decay", "lr", "0", "w"), 0);
+  assert_entry(lk__config_at(cfg, 3), "adamw.no_decay", "lr", "0", "w");
   assert_int_equal(lk_config_put(cfg, "a", "", "v", "w"), LK_ECONFIG);
   assert_string_equal(lk_last_error(), "w: invalid key \"\": expected "
                                        "letters, digits, '_' or '-'");
@@ -412,7 +425,7 @@ static void test_put(void **state) {
   assert_int_equal(lk_config_put(cfg, "a", "k", NULL, "w"), LK_EINVAL);
   assert_int_equal(lk_config_put(NULL, "a", "k", "v", "w"), LK_EINVAL);
   assert_false(lk__config_has_section(cfg, "a"));
-  assert_int_equal(lk__config_count(cfg), 3);
+  assert_int_equal(lk__config_count(cfg), 4);
   lk_config_free(cfg);
 }
 
