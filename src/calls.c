@@ -9,9 +9,7 @@ static void direct_calls(lk_run *run) {
   const lk__instance *step = lk__role(run, LK__KIND_STEP);
   const lk__instance *zg = lk__role(run, LK__KIND_ZERO_GRAD);
   const lk__instance *bw = lk__role(run, LK__KIND_BACKWARD);
-  const lk__instance *opt = lk__role(run, LK__KIND_OPTIMIZER);
   const lk__instance *data = lk__role(run, LK__KIND_DATA);
-  const lk__instance *sched = lk__role(run, LK__KIND_SCHEDULER);
   c->training_step = step->desc->step->training_step;
   c->validation_step = step->desc->step->validation_step;
   c->test_step = step->desc->step->test_step
@@ -19,14 +17,18 @@ static void direct_calls(lk_run *run) {
                      : step->desc->step->validation_step;
   c->zero_grad = zg->desc->zero_grad->zero_grad;
   c->backward = bw ? bw->desc->backward->backward : NULL;
-  c->optimizer_step = opt ? opt->desc->optimizer->step : NULL;
   c->data_epoch = data ? data->desc->data->epoch : NULL;
   c->data_batch = data ? data->desc->data->batch : NULL;
-  c->scheduler_step = sched ? sched->desc->scheduler->step : NULL;
   c->train_epoch = lk__train_epoch;
   c->validate = lk__evaluate;
   c->test = lk__evaluate;
   c->save = lk__rundir_save;
+  lk__optim *o = &run->optim;
+  for (size_t i = 0; i < o->n; i++)
+    for (size_t g = 0; g < o->opt[i].n_parts; g++)
+      o->opt[i].parts[g].step = o->opt[i].parts[g].in->desc->optimizer->step;
+  for (size_t i = 0; i < o->n_sched; i++)
+    o->sched[i].step = o->sched[i].in->desc->scheduler->step;
 }
 
 static int action(lk_run *run, const char *name, int *id) {
@@ -68,6 +70,51 @@ static int profile(lk_run *run, const char *name, lk__signature sig,
   return real && rc == 0 ? profile_as(run, id, sig, slot) : rc;
 }
 
+/* The optimizers' and schedulers' steps: each plugin's function wrapped
+ * once, as the role's ("optimizer_step", "lr_scheduler_step"). REAL and
+ * WRAPPED are the functions wrapped so far. */
+static int profile_step(lk_run *run, int id, lk__signature sig, void *slot,
+                        void (**real)(void), void (**wrapped)(void),
+                        size_t *n) {
+  void (*fn)(void);
+  memcpy(&fn, slot, sizeof fn);
+  for (size_t i = 0; i < *n; i++)
+    if (real[i] == fn) {
+      memcpy(slot, &wrapped[i], sizeof fn);
+      return 0;
+    }
+  int rc = profile_as(run, id, sig, slot);
+  if (rc == 0) {
+    real[*n] = fn;
+    memcpy(&wrapped[(*n)++], slot, sizeof fn);
+  }
+  return rc;
+}
+
+static int profile_optim(lk_run *run) {
+  lk__optim *o = &run->optim;
+  void (*real[LK__MAX_PARTS + LK__MAX_SCHEDULERS])(void);
+  void (*wrapped[LK__MAX_PARTS + LK__MAX_SCHEDULERS])(void);
+  size_t n = 0;
+  int id = -1, rc = 0;
+  if (o->n)
+    rc = action(run, "optimizer_step", &id);
+  for (size_t i = 0; i < o->n && rc == 0; i++)
+    for (size_t g = 0; g < o->opt[i].n_parts && rc == 0; g++)
+      rc = profile_step(run, id, LK__SIG_OPTIMIZER, &o->opt[i].parts[g].step,
+                        real, wrapped, &n);
+  size_t first_sched = n;
+  if (rc == 0 && o->n_sched)
+    rc = action(run, "lr_scheduler_step", &id);
+  for (size_t i = 0; i < o->n_sched && rc == 0; i++) {
+    size_t m = n - first_sched;
+    rc = profile_step(run, id, LK__SIG_SCHEDULER, &o->sched[i].step,
+                      real + first_sched, wrapped + first_sched, &m);
+    n = first_sched + m;
+  }
+  return rc;
+}
+
 /* Lightning's action names where it has one. */
 static int profile_calls(lk_run *run) {
   lk__calls *c = &run->calls;
@@ -79,11 +126,11 @@ static int profile_calls(lk_run *run) {
       {"run_training_epoch", LK__SIG_PHASE, &c->train_epoch},
       {"get_batch", LK__SIG_DATA_BATCH, &c->data_batch},
       {"data_epoch", LK__SIG_DATA_EPOCH, &c->data_epoch},
-      {"optimizer_step", LK__SIG_OPTIMIZER, &c->optimizer_step},
+
       {"training_step", LK__SIG_STEP, &c->training_step},
       {"zero_grad", LK__SIG_ZERO_GRAD, &c->zero_grad},
       {"backward", LK__SIG_BACKWARD, &c->backward},
-      {"lr_scheduler_step", LK__SIG_SCHEDULER, &c->scheduler_step},
+
       {"validation", LK__SIG_EVALUATE, &c->validate},
       {"validation_step", LK__SIG_STEP, &c->validation_step},
       {"test", LK__SIG_EVALUATE, &c->test},
@@ -98,7 +145,7 @@ static int profile_calls(lk_run *run) {
     c->test_step = c->validation_step; /* timed as validation_step */
   if (rc == 0)
     rc = profile(run, "checkpoint_save", LK__SIG_PHASE, &c->save);
-  return rc;
+  return rc == 0 ? profile_optim(run) : rc;
 }
 
 int lk__calls_build(lk_run *run) {

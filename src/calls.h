@@ -14,19 +14,15 @@ typedef struct lk__calls {
   int (*test_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*zero_grad)(void *self, lk_tensor *const *params, size_t n);
   int (*backward)(void *self, const lk_batch *batch, double scale);
-  int (*optimizer_step)(void *self, lk_tensor *const *params, size_t n,
-                        lk_closure_fn closure);
   int (*data_epoch)(void *self, lk_split split, uint64_t epoch, size_t *n);
   int (*data_batch)(void *self, lk_split split, size_t index, lk_batch *out);
-  int (*scheduler_step)(void *self, lk_interval when, const lk_metric *m,
-                        size_t n);
   int (*train_epoch)(lk_run *run);
   int (*validate)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
   int (*test)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
   int (*save)(lk_run *run);
 } lk__calls;
 
-#define LK__MAX_PROFILED 16
+#define LK__MAX_PROFILED 32 /* entries, and the optimizers' plugins' steps */
 
 typedef struct lk__profiling {
   struct lk__profiled *wrapped[LK__MAX_PROFILED]; /* to free */

@@ -59,46 +59,79 @@ static int scaled_backward(void *ctx, const lk_batch *batch, double scale) {
  * they overflowed, they are zeroed, so that nothing downstream (callbacks,
  * terminate_on_nan, a plain optimizer) sees infinities, and the step is
  * skipped. */
-static int unscale(lk_run *run) {
-  bool skip = false;
+int lk__chain_unscale(lk_run *run, lk_tensor *const *params, size_t n,
+                      bool *skip) {
   const lk__instance *p = lk__role(run, LK__KIND_PRECISION);
-  const lk__tensors *ts = &run->env.tensors;
   uint64_t mark = lk__err_mark();
-  int rc = p->desc->precision->unscale_gradients(p->self, ts->params,
-                                                 ts->n_params, &skip);
+  *skip = false;
+  int rc = p->desc->precision->unscale_gradients(p->self, params, n, skip);
   if (rc != 0)
     return lk__entry_failed(rc, mark, "unscale_gradients of precision %s",
                             p->label);
-  run->chain.precision_skip = skip;
-  for (size_t i = 0; skip && i < ts->n_params; i++) {
-    lk_tensor *t = ts->params[i];
+  for (size_t i = 0; *skip && i < n; i++) {
+    lk_tensor *t = params[i];
     if (t->grad)
       memset(t->grad, 0, t->numel * lk_dtype_size(t->dtype));
   }
   return 0;
 }
 
+static int unscale(lk_run *run) {
+  size_t n;
+  lk_tensor *const *params = lk__optim_active_params(run, &n);
+  return lk__chain_unscale(run, params, n, &run->chain.precision_skip);
+}
+
 /* Inside an accumulation window only the last backward reduces: the sum
  * of the window's gradients is averaged once (as DDP's no_sync does). */
 int lk__chain_after_backward(lk_run *run) {
   const lk__instance *s = lk__role(run, LK__KIND_STRATEGY);
-  const lk__tensors *ts = &run->env.tensors;
+  size_t n;
+  lk_tensor *const *params = lk__optim_active_params(run, &n);
   bool window_end = !run->chain.accumulating;
   if (window_end && s && s->desc->strategy->reduce_gradients) {
     uint64_t mark = lk__err_mark();
-    int rc =
-        s->desc->strategy->reduce_gradients(s->self, ts->params, ts->n_params);
+    int rc = s->desc->strategy->reduce_gradients(s->self, params, n);
     if (rc != 0)
       return lk__entry_failed(rc, mark, "reduce_gradients of plugin %s",
                               s->label);
   }
-  if (window_end && lk__role(run, LK__KIND_PRECISION)) {
+  /* In manual optimization the gradients are unscaled when an optimizer
+   * steps or clips them (manual.c): a step plugin may accumulate several
+   * backwards first, which must be unscaled once. */
+  if (window_end && lk__role(run, LK__KIND_PRECISION) && !run->loop.manual) {
     int rc = unscale(run);
     if (rc != 0)
       return rc;
   }
   return lk__hooks_call(&run->env.reg, LK__ON_AFTER_BACKWARD,
                         (lk__hook_arg){0});
+}
+
+/* Several optimizers, automatic: zero_grad clears what the active one
+ * clears, and its loss's backward leaves the others' gradients alone. */
+static int zero_active(void *ctx, lk_tensor *const *all, size_t n_all) {
+  lk_run *run = ctx;
+  const lk__instance *zg = lk__role(run, LK__KIND_ZERO_GRAD);
+  size_t n;
+  lk_tensor *const *params = lk__optim_zero_set(run, &n);
+  (void)all;
+  (void)n_all;
+  return run->calls.zero_grad(zg->self, params, n);
+}
+
+static int backward_active(void *ctx, const lk_batch *batch, double scale) {
+  lk_run *run = ctx;
+  int rc = lk__optim_stash(run, true);
+  if (rc != 0)
+    return rc;
+  if (lk__role(run, LK__KIND_PRECISION))
+    rc = scaled_backward(run, batch, scale);
+  else
+    rc = run->calls.backward(lk__role(run, LK__KIND_BACKWARD)->self, batch,
+                             scale);
+  int src = lk__optim_stash(run, false);
+  return rc ? rc : src;
 }
 
 /* ---- around the evaluation ------------------------------------------------
@@ -122,9 +155,12 @@ static int before_update(void *ctx, double loss) {
     return 0; /* nothing will be updated: the gradients are zero */
   int rc = lk__hooks_call(&run->env.reg, LK__ON_BEFORE_OPTIMIZER_STEP,
                           (lk__hook_arg){0});
-  if (rc == 0 && run->loop.clip_val > 0)
-    rc = lk__clip_gradients(&run->env.tensors, run->loop.clip_val,
+  if (rc == 0 && run->loop.clip_val > 0) {
+    size_t n;
+    lk_tensor *const *params = lk__optim_active_params(run, &n);
+    rc = lk__clip_gradients(params, n, run->loop.clip_val,
                             (int)run->loop.clip_algorithm);
+  }
   if (rc != 0)
     lk__closure_fail(run->chain.closure, rc);
   return rc;
@@ -194,6 +230,12 @@ static int evaluation(lk_run *run) {
     parts.backward_self = bw->self;
     if (lk__role(run, LK__KIND_PRECISION)) {
       parts.backward = scaled_backward;
+      parts.backward_self = run;
+    }
+    if (run->optim.n > 1) {
+      parts.zero_grad = zero_active;
+      parts.zero_grad_self = run;
+      parts.backward = backward_active;
       parts.backward_self = run;
     }
   }

@@ -5,10 +5,11 @@
 
 /* As torch.nn.utils.clip_grad_norm_ (coefficient max / (norm + 1e-6),
  * applied when below 1) and clip_grad_value_. */
-int lk__clip_gradients(const lk__tensors *ts, double value, int algorithm) {
+int lk__clip_gradients(lk_tensor *const *params, size_t n, double value,
+                       int algorithm) {
   if (algorithm == LK__CLIP_VALUE) {
-    for (size_t i = 0; i < ts->n_params; i++) {
-      lk_tensor *t = ts->params[i];
+    for (size_t i = 0; i < n; i++) {
+      lk_tensor *t = params[i];
       if (t->dtype == LK_F64) {
         double *g = t->grad;
         for (size_t k = 0; k < t->numel; k++)
@@ -22,8 +23,8 @@ int lk__clip_gradients(const lk__tensors *ts, double value, int algorithm) {
     return 0;
   }
   double sum = 0;
-  for (size_t i = 0; i < ts->n_params; i++) {
-    const lk_tensor *t = ts->params[i];
+  for (size_t i = 0; i < n; i++) {
+    const lk_tensor *t = params[i];
     for (size_t k = 0; k < t->numel; k++) {
       double g = lk__element(t->dtype, t->grad, k);
       sum += g * g;
@@ -38,8 +39,8 @@ int lk__clip_gradients(const lk__tensors *ts, double value, int algorithm) {
                    norm);
   if (coef >= 1.0)
     return 0;
-  for (size_t i = 0; i < ts->n_params; i++) {
-    lk_tensor *t = ts->params[i];
+  for (size_t i = 0; i < n; i++) {
+    lk_tensor *t = params[i];
     if (t->dtype == LK_F64) {
       double *g = t->grad;
       for (size_t k = 0; k < t->numel; k++)

@@ -7,7 +7,8 @@
 
 enum { LK__CLIP_NORM, LK__CLIP_VALUE };
 
-/* Clips the gradients of TS's parameters to VALUE by ALGORITHM. */
-int lk__clip_gradients(const lk__tensors *ts, double value, int algorithm);
+/* Clips the gradients of the N parameters PARAMS to VALUE by ALGORITHM. */
+int lk__clip_gradients(lk_tensor *const *params, size_t n, double value,
+                       int algorithm);
 
 #endif

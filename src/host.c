@@ -49,14 +49,15 @@ int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
                              size_t n) {
   lk__tensors *ts = &host->env->tensors;
-  if (!prefix || !*prefix || !out || n > ts->n_params)
+  size_t mine;
+  lk_tensor *const *params = lk_host_params(host, &mine);
+  if (!prefix || !*prefix || !out || n > mine)
     return lk__err(LK_EINVAL,
-                   "plugin %s: lk_host_add_param_states(\"%s\", %zu): the run "
-                   "has %zu parameters",
-                   host->inst->label, prefix ? prefix : "(null)", n,
-                   ts->n_params);
+                   "plugin %s: lk_host_add_param_states(\"%s\", %zu): it has "
+                   "%zu parameters",
+                   host->inst->label, prefix ? prefix : "(null)", n, mine);
   for (size_t i = 0; i < n; i++) {
-    const lk_tensor *p = ts->params[i];
+    const lk_tensor *p = params[i];
     char *name = lk__asprintf("%s.%s", prefix, p->name);
     if (!name)
       return lk__err(LK_ENOMEM, "out of memory");
@@ -69,7 +70,14 @@ int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
   return 0;
 }
 
+/* An optimizer of the run sees the parameters it steps (a group's, or
+ * those its params select); every other plugin all of them. */
 lk_tensor *const *lk_host_params(lk_host *host, size_t *n) {
+  const lk__instance *in = host->inst;
+  if (in && in->has_own_params) {
+    *n = in->n_own_params;
+    return in->own_params;
+  }
   *n = host->env->tensors.n_params;
   return host->env->tensors.params;
 }
@@ -246,6 +254,15 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
       !lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_OPTIMIZER]))
     return lk__err(LK_EKIND, "plugin %s: %s (%s) cannot be its optimizer",
                    host->inst->label, name, lk_plugin_path(in->plugin));
+  /* A wrapped optimizer (sam's base) steps what its wrapper steps. */
+  if (!in->created && host->inst->has_own_params && !in->has_own_params) {
+    size_t n = host->inst->n_own_params;
+    if (!(in->own_params = malloc((n ? n : 1) * sizeof *in->own_params)))
+      return lk__err(LK_ENOMEM, "out of memory");
+    memcpy(in->own_params, host->inst->own_params, n * sizeof *in->own_params);
+    in->n_own_params = n;
+    in->has_own_params = true;
+  }
   if ((rc = lk__registry_create(env, in)) != 0)
     return rc;
   *out = (lk_optimizer *)in;
@@ -259,6 +276,8 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
  * one. */
 int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
                       lk_closure_fn closure) {
+  if (lk__is_run_optimizer(opt))
+    return lk__manual_step(opt, params, n, closure);
   lk__instance *in = (lk__instance *)opt;
   lk_run *run = in->host.env->run;
   bool outer = run && run->chain.in_optimizer_step;

@@ -32,30 +32,21 @@ static int interrupted(lk_run *run) {
                  run->rd.last_ckpt ? run->rd.last_ckpt : "(rank 0's)");
 }
 
-/* ---- the learning-rate scheduler -------------------------------------- */
-
-static double current_lr(const lk_run *run) {
-  const lk__instance *opt = lk__role(run, LK__KIND_OPTIMIZER);
-  const lk_optimizer_ops *ops = opt ? lk__lr_ops(opt) : NULL;
-  return ops ? ops->get_lr(opt->self) : NAN;
-}
+/* ---- the learning-rate schedulers -----------------------------------------
+ */
 
 static int schedule(lk_run *run, lk_interval when, const lk__named *nm) {
-  const lk__instance *sched = lk__role(run, LK__KIND_SCHEDULER);
-  if (!sched)
-    return 0;
-  uint64_t mark = lk__err_mark();
-  int rc = run->calls.scheduler_step(sched->self, when, nm->cells, nm->n);
-  return rc ? lk__entry_failed(rc, mark, "step of scheduler %s", sched->label)
-            : 0;
+  return lk__optim_schedule(run, when, nm);
 }
 
 /* ---- one batch ------------------------------------------------------------
  */
 
+/* Per optimizer (one in manual optimization): the sum of the window's
+ * (divided) losses. */
 typedef struct window {
-  double loss; /* sum of the window's (divided) losses */
-  bool has_loss;
+  double loss[LK__MAX_OPTIMIZERS];
+  bool has_loss[LK__MAX_OPTIMIZERS];
 } window;
 
 /* With several processes, at the end of every window: the window's loss
@@ -66,9 +57,10 @@ static int agree(lk_run *run, window *win, lk_step_result *r) {
   int world = run->env.world;
   if (world <= 1)
     return 0;
-  double v[LK_MAX_METRICS + 3];
+  double v[LK__MAX_OPTIMIZERS + LK_MAX_METRICS + 2];
   size_t n = 0;
-  v[n++] = win->has_loss ? win->loss : 0;
+  for (size_t i = 0; i < LK__MAX_OPTIMIZERS; i++)
+    v[n++] = win->has_loss[i] ? win->loss[i] : 0;
   for (size_t m = 0; m < r->n_metrics; m++)
     v[n++] = r->metrics[m].value;
   v[n++] = run->interrupted ? 1 : 0;
@@ -76,9 +68,10 @@ static int agree(lk_run *run, window *win, lk_step_result *r) {
   int rc = lk__reduce_sum(run, v, n);
   if (rc != 0)
     return rc;
-  win->loss = v[0] / world;
+  for (size_t i = 0; i < LK__MAX_OPTIMIZERS; i++)
+    win->loss[i] = v[i] / world;
   for (size_t m = 0; m < r->n_metrics; m++)
-    r->metrics[m].value = v[1 + m] / world;
+    r->metrics[m].value = v[LK__MAX_OPTIMIZERS + m] / world;
   run->interrupt_agreed = v[n - 2] > 0;
   run->state.stopped = v[n - 1] > 0;
   return 0;
@@ -87,12 +80,9 @@ static int agree(lk_run *run, window *win, lk_step_result *r) {
 /* The optimizer step of a window's last batch: the optimizer calls the
  * closure (once or many times) and the result of its last call is kept;
  * then on_after_optimizer_step. */
-static int optimizer_step(lk_run *run, lk_step_result *r) {
-  const lk__instance *opt = lk__role(run, LK__KIND_OPTIMIZER);
-  const lk__tensors *ts = &run->env.tensors;
-  uint64_t mark = lk__err_mark();
-  int rc = run->calls.optimizer_step(opt->self, ts->params, ts->n_params,
-                                     run->chain.opt_closure);
+static int optimizer_step(lk_run *run, lk__optimizer *op, lk_step_result *r) {
+  lk__closure_set_caller(run->chain.closure, op->in->label);
+  int rc = lk__optim_step(run, op, run->chain.opt_closure);
   if (rc != 0) {
     /* The closure's own failure explains the optimizer's: keep its code
      * and message. Otherwise the optimizer's are the reason. */
@@ -100,8 +90,7 @@ static int optimizer_step(lk_run *run, lk_step_result *r) {
     int crc = lk__closure_error(run->chain.closure)
                   ? lk__chain_consume(run, &ignored)
                   : 0;
-    return crc ? crc
-               : lk__entry_failed(rc, mark, "step of optimizer %s", opt->label);
+    return crc ? crc : rc;
   }
   if ((rc = lk__chain_consume(run, r)) != 0)
     return rc;
@@ -110,16 +99,17 @@ static int optimizer_step(lk_run *run, lk_step_result *r) {
                         (lk__hook_arg){0});
 }
 
-/* The closure for one batch: called by the step plugin's own optimizer
- * calls (manual optimization), by the loop inside an accumulation window
- * (no update), or through the optimizer at the window's end. */
-static int run_closure(lk_run *run, const lk_batch *batch, bool window_end,
-                       lk_step_result *r) {
+/* One evaluation for optimizer OP (NULL: manual optimization): called by
+ * the step plugin's own optimizer calls (manual), by the loop inside an
+ * accumulation window (no update), or through the optimizer at the
+ * window's end. */
+static int one_closure(lk_run *run, const lk_batch *batch, bool window_end,
+                       lk__optimizer *op, lk_step_result *r) {
   lk__progress *p = &run->state.progress;
   lk__chain *c = &run->chain;
   lk_closure_prepare(c->closure, batch, (double)run->loop.accumulate,
                      p->accum == 0, p->epoch, p->batch);
-  if (run->loop.manual) {
+  if (!op) {
     c->in_training_step = true;
     c->plain_closure();
     c->in_training_step = false;
@@ -128,40 +118,73 @@ static int run_closure(lk_run *run, const lk_batch *batch, bool window_end,
     c->plain_closure();
     c->accumulating = false;
   } else {
-    return optimizer_step(run, r);
+    return optimizer_step(run, op, r);
   }
   return lk__chain_consume(run, r);
+}
+
+/* The closure of one batch for each optimizer in turn (Lightning 1.x's
+ * automatic optimization of several), or once in manual optimization. R
+ * gets the first's loss and every evaluation's metrics; WIN the losses. */
+static int run_closure(lk_run *run, const lk_batch *batch, bool window_end,
+                       window *win, lk_step_result *r) {
+  lk__optim *o = &run->optim;
+  size_t k = run->loop.manual ? 1 : o->n;
+  int rc = 0;
+  for (size_t i = 0; i < k && rc == 0; i++) {
+    lk__optimizer *op = run->loop.manual ? NULL : &o->opt[i];
+    lk_step_result ri;
+    lk__optim_turn(run, op);
+    rc = one_closure(run, batch, window_end, op, &ri);
+    lk__optim_turn(run, NULL);
+    if (rc != 0)
+      break;
+    if (ri.has_loss) {
+      win->loss[i] += ri.loss;
+      win->has_loss[i] = true;
+    }
+    if (i == 0) {
+      *r = ri;
+      continue;
+    }
+    for (size_t m = 0; m < ri.n_metrics && r->n_metrics < LK_MAX_METRICS; m++)
+      r->metrics[r->n_metrics++] = ri.metrics[m];
+  }
+  return rc;
 }
 
 /* The row of a window's end: the step's metrics, the rate it used, what
  * callbacks added; then the step-interval scheduler. */
 static int end_window(lk_run *run, window *win, const lk_step_result *r,
-                      uint64_t step_before, double lr) {
+                      uint64_t step_before) {
   lk__loop_state *st = &run->state;
+  const lk__optim *o = &run->optim;
   lk__named nm = {.n = 0};
   for (size_t m = 0; m < r->n_metrics; m++)
     lk__named_add(&nm, "", r->metrics[m].name, r->metrics[m].value);
-  if (lk__role(run, LK__KIND_SCHEDULER))
-    lk__named_add(&nm, "", "lr", lr);
+  for (size_t i = 1; i < o->n && !run->loop.manual; i++)
+    if (win->has_loss[i])
+      lk__named_add(&nm, "", o->opt[i].loss_column, win->loss[i]);
+  lk__optim_add_lr(run, &nm);
   for (size_t i = 0; i < run->rows.n_extra; i++)
     lk__named_add(&nm, "", run->rows.extra[i].name, run->rows.extra[i].value);
   run->rows.n_extra = 0;
-  int rc =
-      lk__rows_log(run, step_before, win->has_loss ? &win->loss : NULL, &nm);
+  int rc = lk__rows_log(run, step_before,
+                        win->has_loss[0] ? &win->loss[0] : NULL, &nm);
   if (rc == 0 && st->progress.global_step != step_before) {
-    if (win->has_loss)
-      lk__named_add(&nm, "", "loss", win->loss);
+    if (win->has_loss[0])
+      lk__named_add(&nm, "", "loss", win->loss[0]);
     rc = schedule(run, LK_INTERVAL_STEP, &nm);
   }
   if (rc != 0)
     return rc;
-  st->has_last_loss = win->has_loss;
-  st->last_loss = win->loss;
+  st->has_last_loss = win->has_loss[0];
+  st->last_loss = win->loss[0];
   /* The epoch's mean loss counts every step's (every batch's, in manual
    * optimization), before any checkpoint of this step is written. */
-  if (lk__role(run, LK__KIND_DATA) && win->has_loss &&
+  if (lk__role(run, LK__KIND_DATA) && win->has_loss[0] &&
       (st->progress.global_step != step_before || run->loop.manual)) {
-    st->epoch_loss_sum += win->loss;
+    st->epoch_loss_sum += win->loss[0];
     st->epoch_losses++;
   }
   *win = (window){0};
@@ -192,19 +215,15 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   const lk__registry *reg = &run->env.reg;
   uint64_t step_before = p->global_step;
   bool window_end = (int64_t)p->accum + 1 >= run->loop.accumulate || epoch_end;
-  double lr = current_lr(run); /* the rate this step uses */
+  lk__optim_note_lr(run); /* the rates this step uses */
   lk_step_result r;
   int rc = lk__hooks_call(reg, LK__ON_TRAIN_BATCH_START,
                           (lk__hook_arg){.batch = batch});
   if (rc == 0)
-    rc = run_closure(run, batch, window_end, &r);
+    rc = run_closure(run, batch, window_end, win, &r);
   if (rc != 0)
     return rc;
   run->trained = true;
-  if (r.has_loss) {
-    win->loss += r.loss;
-    win->has_loss = true;
-  }
   rc =
       lk__hooks_call(reg, LK__ON_TRAIN_BATCH_END, (lk__hook_arg){.result = &r});
   if (rc != 0)
@@ -212,7 +231,7 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   p->batch++;
   p->accum = window_end ? 0 : p->accum + 1;
   if (window_end && ((rc = agree(run, win, &r)) != 0 ||
-                     (rc = end_window(run, win, &r, step_before, lr)) != 0))
+                     (rc = end_window(run, win, &r, step_before)) != 0))
     return rc;
   return checkpoints_due(run, step_before);
 }

@@ -76,6 +76,7 @@ static void instance_free(lk__instance *in) {
   free(in->spec);
   free(in->label);
   free(in->where);
+  free(in->own_params);
   free(in);
 }
 
@@ -162,6 +163,49 @@ int lk__registry_find(lk__env *env, const char *spec, const char *where,
   return 0;
 }
 
+int lk__registry_clone(lk__env *env, const lk__instance *base, const char *spec,
+                       lk__instance **out) {
+  lk__registry *reg = &env->reg;
+  const char *colon = strchr(spec, ':');
+  char *name = colon ? trimmed(spec, (size_t)(colon - spec)) : NULL;
+  if (!name)
+    return lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < reg->n; i++)
+    if (!strcmp(reg->all[i]->name, name)) {
+      int rc = twice(reg->all[i], name, base->desc->name, base->where);
+      free(name);
+      return rc;
+    }
+  lk__instance *in = calloc(1, sizeof *in);
+  lk__instance **grown = realloc(reg->all, (reg->n + 1) * sizeof *grown);
+  if (grown)
+    reg->all = grown;
+  if (!in || !grown || !(in->where = lk__strdup(base->where)) ||
+      !(in->given = lk__strdup(base->given))) {
+    free(name);
+    instance_free(in);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  /* Its own handle on the plugin, as every instance has. */
+  int rc = lk_plugin_open(in->given, &in->plugin);
+  if (rc != 0) {
+    free(name);
+    instance_free(in);
+    return lk__err_prefix(rc, "%s", base->where);
+  }
+  in->desc = lk_plugin_desc(in->plugin);
+  in->minor = lk__plugin_minor(in->plugin);
+  if (name_instance(in, name) != 0) {
+    instance_free(in);
+    return lk__err(LK_ENOMEM, "out of memory");
+  }
+  in->host.env = env;
+  in->host.inst = in;
+  reg->all[reg->n++] = in;
+  *out = in;
+  return 0;
+}
+
 int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
                         const char *where, lk__instance **out) {
   lk__instance *in = NULL;
@@ -210,7 +254,7 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
   return 0;
 }
 
-int lk__registry_create_all(lk__env *env) {
+int lk__registry_create_all(lk__env *env, lk__create_role create_role) {
   lk__registry *reg = &env->reg;
   /* The table's creation ranks, 0 first; the callbacks (rank last) in
    * their listed order. */
@@ -222,6 +266,8 @@ int lk__registry_create_all(lk__env *env) {
       if (lk__kinds[k].many)
         for (size_t i = 0; i < reg->n_callbacks && rc == 0; i++)
           rc = lk__registry_create(env, reg->callbacks[i]);
+      else if (create_role && create_role(env, (lk__kind_id)k, &rc))
+        ; /* the hook created the role's instances, or failed */
       else if (reg->role[k])
         rc = lk__registry_create(env, reg->role[k]);
       if (rc != 0)

@@ -42,6 +42,14 @@ struct lk__instance {
   /* The optimizer lk_host_lr and lk_host_momentum reach for it; NULL: the
    * run's (the optimizer role). */
   lk__instance *driven;
+  /* An optimizer's instance (its default group's or a group's, optim.c):
+   * the parameters lk_host_params gives it. Otherwise every parameter. */
+  bool has_own_params;
+  lk_tensor **own_params;
+  size_t n_own_params;
+  struct lk__optimizer *optimizer; /* the run's optimizer it is part of */
+  bool replica; /* a scheduler's copy for a group: its options are its
+                   original's, which the effective config records */
   lk_host host;
 };
 
@@ -72,9 +80,19 @@ int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
 /* Creates IN (once), with its options parsed from env->src_cfg. */
 int lk__registry_create(lk__env *env, lk__instance *in);
 
+/* A second instance of BASE's plugin, named as SPEC (NAME:PLUGIN, NAME
+ * may be OPT.GROUP), not created: a parameter group's optimizer, or a
+ * scheduler's copy for one. A name taken is an error. */
+int lk__registry_clone(lk__env *env, const lk__instance *base, const char *spec,
+                       lk__instance **out);
+
 /* Creates every instance that plays a role, in the kinds' creation
- * order, the callbacks in their listed order last. */
-int lk__registry_create_all(lk__env *env);
+ * order, the callbacks in their listed order last. CREATE_ROLE (NULL:
+ * none) may create a role's instances itself: it returns true when it
+ * did, its status in *RC (optim.c creates the optimizers, partitioning
+ * the parameters, and the schedulers with their groups' copies). */
+typedef bool (*lk__create_role)(lk__env *env, lk__kind_id k, int *rc);
+int lk__registry_create_all(lk__env *env, lk__create_role create_role);
 
 /* Destroys the instances (reverse creation order) and unloads them. */
 void lk__registry_free(lk__registry *reg);

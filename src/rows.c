@@ -19,7 +19,7 @@ void lk__named_add(lk__named *nm, const char *prefix, const char *name,
       nm->cells[i].value = v;
       return;
     }
-  if (nm->n == LK_MAX_METRICS + 2 + LK__MAX_EXTRA)
+  if (nm->n == LK__MAX_NAMED)
     return;
   memcpy(nm->names[nm->n], full, sizeof full);
   nm->cells[nm->n] = (lk_metric){nm->names[nm->n], v};

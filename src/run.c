@@ -60,6 +60,7 @@ void lk_run_free(lk_run *run) {
   /* Closures point into plugin code: free them before any dlclose. */
   lk__chain_free(&run->chain);
   lk__calls_free(&run->prof);
+  lk__optim_free(&run->optim);
   lk__registry_free(&run->env.reg);
   lk__tensors_free(&run->env.tensors);
   lk_config_free(run->cfg);

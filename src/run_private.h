@@ -9,6 +9,7 @@
  *   rd       the run directory and checkpoint policy  (rundir.c)
  *   rows     metrics.csv rows and callbacks' additions (rows.c)
  *   meter    progress of an epoch                     (progress.c)
+ *   optim    the optimizers, their groups, schedulers (optim.c)
  *
  * The files that own no part work on them: hooks.c, clip.c, strategy.c,
  * evaluate.c, resume.c, host.c, manual.c, predict.c. */
@@ -22,6 +23,7 @@
 #include "env.h"
 #include "hooks.h"
 #include "metrics.h"
+#include "optim.h"
 
 /* ---- loopconfig.c: [loop] ------------------------------------------------ */
 
@@ -73,6 +75,10 @@ void lk__chain_free(lk__chain *c);
 /* After every backward (inside the closure, and from lk_host_backward):
  * the gradients reduced over the processes, unscaled, on_after_backward. */
 int lk__chain_after_backward(lk_run *run);
+/* The precision plugin's unscale of the N gradients PARAMS, zeroed when
+ * they overflowed (*SKIP: the step is skipped). */
+int lk__chain_unscale(lk_run *run, lk_tensor *const *params, size_t n,
+                      bool *skip);
 /* The result of the closure's last evaluation, with the first failure of
  * the evaluation or of what wraps it (one record: the closure's). */
 int lk__chain_consume(lk_run *run, lk_step_result *r);
@@ -89,9 +95,11 @@ typedef struct lk__rows {
 } lk__rows;
 
 /* Metrics with names made at run time ("val_loss"): the names live here. */
+#define LK__MAX_NAMED                                                          \
+  (LK_MAX_METRICS + 2 + LK__MAX_EXTRA + LK__MAX_PARTS + LK__MAX_OPTIMIZERS)
 typedef struct lk__named {
-  lk_metric cells[LK_MAX_METRICS + 2 + LK__MAX_EXTRA];
-  char names[LK_MAX_METRICS + 2 + LK__MAX_EXTRA][LK__NAME_MAX];
+  lk_metric cells[LK__MAX_NAMED];
+  char names[LK__MAX_NAMED][LK__NAME_MAX];
   size_t n;
 } lk__named;
 
@@ -203,6 +211,43 @@ int lk__model_keep(const lk_run *run, lk__model_copy **out);
 void lk__model_restore(const lk__model_copy *c);
 void lk__model_copy_free(lk__model_copy *c);
 
+/* ---- optim.c, optim_step.c: the optimizers and schedulers ---------------- */
+
+/* [plugins] optimizer or scheduler (K), a list: its instances, the first
+ * in the role. */
+int lk__optim_assign(lk_run *run, lk__kind_id k, const lk_config_entry *e);
+/* Their sections: params, groups (each group an instance), a scheduler's
+ * optimizer; the options of all of these. Before the other instances'. */
+int lk__optim_parse(lk_run *run, const lk_config *cfg);
+/* registry_create_all's hook (registry.h). */
+bool lk__optim_create(lk__env *env, lk__kind_id k, int *rc);
+/* What the effective config records of them beyond the plugins' options. */
+int lk__optim_export(const lk_run *run, const lk_config *src, lk_config *out);
+void lk__optim_free(lk__optim *o);
+/* One step of optimizer OP: every group, on one evaluation of CLOSURE
+ * (NULL in manual optimization: the gradients are there). */
+int lk__optim_step(lk_run *run, lk__optimizer *op, lk_closure_fn closure);
+/* Several optimizers, automatic: OP's closure runs next (NULL: none). */
+void lk__optim_turn(lk_run *run, lk__optimizer *op);
+/* The parameters the active optimizer steps (all, with one), and those
+ * its zero_grad clears. */
+lk_tensor *const *lk__optim_active_params(const lk_run *run, size_t *n);
+lk_tensor *const *lk__optim_zero_set(const lk_run *run, size_t *n);
+/* Several optimizers: before the active one's backward (KEEP) the others'
+ * gradients are kept, after it put back. Nothing with one. */
+int lk__optim_stash(lk_run *run, bool keep);
+/* Every group's rate before a step; its lr columns (with a scheduler);
+ * every scheduler's step, with its groups' copies. */
+void lk__optim_note_lr(lk_run *run);
+void lk__optim_add_lr(const lk_run *run, lk__named *nm);
+int lk__optim_schedule(lk_run *run, lk_interval when, const lk__named *nm);
+
+/* manual.c: whether OPT is one of the run's optimizers (lk_host_optimizer),
+ * and its step from training_step (lk_optimizer_step gives it to this). */
+bool lk__is_run_optimizer(const lk_optimizer *opt);
+int lk__manual_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
+                    lk_closure_fn closure);
+
 /* ---- loop.c -------------------------------------------------------------- */
 
 int lk__train_epoch(lk_run *run);
@@ -221,6 +266,7 @@ struct lk_run {
   lk__rundir rd;        /* rundir.c */
   lk__rows rows;        /* rows.c */
   lk__meter meter;      /* progress.c */
+  lk__optim optim;      /* optim.c: optimizers, groups, schedulers */
   volatile sig_atomic_t interrupted;
   bool interrupt_agreed; /* by every process, at the last window's end */
   bool trained;          /* this process trained a batch */

@@ -119,6 +119,8 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
     return check_none(run, k, e);
   if (kind->many)
     return e ? assign_callbacks(run, e) : 0;
+  if (e && (k == LK__KIND_OPTIMIZER || k == LK__KIND_SCHEDULER))
+    return lk__optim_assign(run, k, e); /* one, or several named */
   const char *name = e ? e->value : kind->def;
   char where[128];
   snprintf(where, sizeof where, "[plugins] %s (default %s)", kind->role,
@@ -150,20 +152,10 @@ static int check_roles(lk_run *run, const lk_config *cfg) {
                    "manual_optimization = true (e.g. optimizer = sgd)",
                    missing_where(cfg, "optimizer", buf, sizeof buf));
   if ((e = lk_config_find(cfg, "plugins", "scheduler")) && !is_none(e) &&
-      (!reg->role[LK__KIND_OPTIMIZER] ||
-       !lk__lr_ops(reg->role[LK__KIND_OPTIMIZER])))
+      !reg->role[LK__KIND_OPTIMIZER])
     return lk__err(LK_ECONFIG,
                    "%s: scheduler %s needs an optimizer with a learning rate; "
-                   "%s",
-                   e->where, e->value,
-                   reg->role[LK__KIND_OPTIMIZER]
-                       ? "this optimizer has no get_lr/set_lr"
-                       : "there is no optimizer");
-  if ((e = lk_config_find(cfg, "plugins", "precision")) && !is_none(e) &&
-      run->loop.manual)
-    return lk__err(LK_ECONFIG,
-                   "%s: precision %s with manual_optimization = true: a "
-                   "precision plugin works with automatic optimization",
+                   "there is no optimizer",
                    e->where, e->value);
   if (!reg->role[LK__KIND_DATA] && run->loop.max_steps < 0) {
     e = lk_config_find(cfg, "loop", "max_steps");
@@ -260,7 +252,8 @@ static int check_sections(const lk_run *run, const lk_config *cfg) {
       continue;
     bool known = false;
     for (size_t k = 0; k < reg->n; k++)
-      known = known || strcmp(reg->all[k]->name, e->section) == 0;
+      known = known || (!reg->all[k]->replica &&
+                        strcmp(reg->all[k]->name, e->section) == 0);
     if (known || (noted && !strcmp(noted, e->section)))
       continue;
     const lk__config_override *o = swapped_out(cfg, e->section);
@@ -275,6 +268,8 @@ static int check_sections(const lk_run *run, const lk_config *cfg) {
     char names[1024] = "loop, plugins";
     size_t used = strlen(names);
     for (size_t k = 0; k < reg->n; k++) {
+      if (reg->all[k]->replica)
+        continue;
       int w = snprintf(names + used, sizeof names - used, ", %s",
                        reg->all[k]->name);
       if (w > 0 && (size_t)w < sizeof names - used)
@@ -302,15 +297,18 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
     const lk__kind *kind = &lk__kinds[k];
     const lk_config_entry *e = lk_config_find(cfg, "plugins", kind->role);
     const lk__instance *in = reg->role[k];
-    if (kind->many && e && !is_none(e))
+    bool list =
+        kind->many || k == LK__KIND_OPTIMIZER || k == LK__KIND_SCHEDULER;
+    if (list && e && !is_none(e))
       rc = lk_config_put(run->cfg, "plugins", kind->role, e->value, e->where);
-    else if (!kind->many && in)
+    else if (!list && in)
       rc = lk_config_put(run->cfg, "plugins", kind->role, in->spec,
                          e ? e->where : lk__config_path(cfg));
   }
   for (size_t i = 0; i < reg->n && rc == 0; i++)
-    rc = lk__options_export(reg->all[i]->opts, reg->all[i]->name, run->cfg);
-  return rc;
+    if (!reg->all[i]->replica)
+      rc = lk__options_export(reg->all[i]->opts, reg->all[i]->name, run->cfg);
+  return rc == 0 ? lk__optim_export(run, cfg, run->cfg) : rc;
 }
 
 /* ---- [loop] test_ckpt ------------------------------------------------------
@@ -370,17 +368,18 @@ static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
  * is found before any plugin starts), then each in creation order. */
 static int create(lk_run *run, const lk_config *cfg) {
   lk__env *env = &run->env;
-  int rc = 0;
+  int rc = lk__optim_parse(run, cfg); /* their host keys, their groups */
   for (size_t i = 0; i < env->reg.n && rc == 0; i++)
-    rc = lk__options_parse(env->reg.all[i]->desc, env->reg.all[i]->name, cfg,
-                           &env->reg.all[i]->opts);
+    if (!env->reg.all[i]->opts)
+      rc = lk__options_parse(env->reg.all[i]->desc, env->reg.all[i]->name, cfg,
+                             &env->reg.all[i]->opts);
   if (rc != 0)
     return rc;
   lk_rng_seed(&env->rng, (uint64_t)run->loop.seed, 0);
   env->seed = (uint64_t)run->loop.seed;
   env->threads = lk__threads_resolve(run->loop.threads);
   env->src_cfg = cfg;
-  rc = lk__registry_create_all(env);
+  rc = lk__registry_create_all(env, lk__optim_create);
   env->src_cfg = NULL;
   env->tensors.sealed = true;
   /* After creation: a wrapping optimizer may have added a plugin (and so a

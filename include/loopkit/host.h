@@ -143,6 +143,33 @@ LK_API int lk_optimizer_step(lk_optimizer *opt, lk_tensor *const *params,
 LK_API double lk_optimizer_lr(lk_optimizer *opt);
 LK_API void lk_optimizer_set_lr(lk_optimizer *opt, double lr);
 
+/* Since ABI 1.5: the run's optimizers, as [plugins] optimizer lists them
+ * (several: optimizer = gen:adam, disc:adam, each over the parameters its
+ * section's params selects), for a step plugin in manual optimization (a
+ * GAN's two players), as Lightning's self.optimizers(): how many there
+ * are, and optimizer I (NULL past the end) as a handle for
+ * lk_optimizer_step (PARAMS NULL: its own parameters, every group of
+ * them), lk_optimizer_zero_grad and lk_optimizer_clip_gradients. */
+LK_API size_t lk_host_optimizer_count(lk_host *host);
+LK_API lk_optimizer *lk_host_optimizer(lk_host *host, size_t i);
+/* Since ABI 1.5: its instance name ([plugins] NAME:PLUGIN, or PLUGIN). */
+LK_API const char *lk_optimizer_name(const lk_optimizer *opt);
+/* Since ABI 1.5, manual optimization: clears the gradients of the
+ * parameters OPT (one of the run's) steps, on_before_zero_grad first, as
+ * torch's optimizer.zero_grad(). */
+LK_API int lk_optimizer_zero_grad(lk_optimizer *opt);
+/* Since ABI 1.5, manual optimization: clips the gradients of the
+ * parameters OPT steps, by norm (over those only) or by value, as
+ * Lightning's clip_gradients(optimizer, ...); with a precision plugin they
+ * are unscaled first (once until the next backward). */
+LK_API int lk_optimizer_clip_gradients(lk_optimizer *opt, double value,
+                                       const char *algorithm);
+/* Since ABI 1.5, automatic optimization with several optimizers: the
+ * index of the one whose closure is running (each steps in turn, its
+ * training_step called for it: Lightning 1.x's optimizer_idx); -1 with
+ * one optimizer, in manual optimization and outside a closure. */
+LK_API int lk_host_optimizer_index(lk_host *host);
+
 /* Evaluates the run's step plugin on BATCH, with no backward: LOSS gets
  * the loss (NaN if it gave none). For backwards that differentiate the
  * model from the outside (numeric). */

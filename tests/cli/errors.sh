@@ -75,7 +75,7 @@ expect 2 'cannot load plugin .*undefsym.so.*lk_no_such_function_anywhere' "dlope
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/undefsym.so"
 expect 0 'trained 3 steps' "an optimizer built for ABI 1.0 still trains" \
   -- train "$T/good.ini" --out "$T/abi10" --set plugins.optimizer=abi10
-expect 2 'scheduler step_lr needs an optimizer with a learning rate; this optimizer has no get_lr/set_lr' \
+expect 2 'scheduler step_lr needs an optimizer with a learning rate; optimizer abi10 has no get_lr/set_lr' \
   "a scheduler cannot drive an ABI 1.0 optimizer" -- train "$T/good.ini" --out "$T/abi10s" \
   --set plugins.optimizer=abi10 --set plugins.scheduler=step_lr --set step_lr.step_size=2
 expect 2 'accumulate_grad_batches = 2 with manual_optimization' "manual with accumulation" \

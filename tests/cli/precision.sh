@@ -92,10 +92,48 @@ check "accumulation: one unscale per window, after its last backward" \
   sh -c "grep -e '^backward' -e '^precision:unscale' '$T/acc.trace' | cut -d' ' -f1 | tr '\n' ' ' |
     grep -q '^backward backward precision:unscale backward backward precision:unscale $'"
 
-cfg manual "manual_optimization = true" "precision = scaler" ""
-"$LOOPKIT" train "$T/manual.ini" --out "$T/manual" >"$T/out" 2>&1
-st=$?; check "precision with manual optimization: exit 2" test $st -eq 2
-check "... the message says why" grep -q "precision scaler with manual_optimization = true" "$T/out"
+# Manual optimization, through the host calls: the step plugin (multi)
+# accumulates two batches, clips each of two optimizers by norm and steps
+# them; backwards are scaled, each optimizer's gradients unscaled once, when
+# it clips them.
+cat >"$T/manual.ini" <<INI
+[loop]
+max_steps = 8
+manual_optimization = true
+[plugins]
+step = multi
+optimizer = a:sgd, b:adam
+[multi]
+manual = true
+per_optimizer = true
+accumulate = 2
+clip = 0.5
+[a]
+params = w, b
+lr = 0.05
+momentum = 0.9
+[b]
+lr = 0.01
+INI
+"$LOOPKIT" train "$T/manual.ini" --out "$T/mplain" --quiet >/dev/null 2>&1
+check "manual: the plain run trains" test $? -eq 0
+"$LOOPKIT" train "$T/manual.ini" --out "$T/mscaled" --quiet \
+  --set plugins.precision=scaler --set "scaler.trace=$T/manual.trace" >"$T/out" 2>&1
+check "manual with a precision plugin trains" test $? -eq 0
+check "... every backward scaled (1/2 x 1024)" \
+  test "$(grep -c '^precision:loss_scale' "$T/manual.trace")" -eq 8
+check "... each optimizer's gradients unscaled once per window (4 x 2)" \
+  test "$(grep -c '^precision:unscale' "$T/manual.trace")" -eq 8
+check "... to the same bits as without it (a power-of-two scale)" \
+  sh -c "'$LOOPKIT' dump '$T/mplain/checkpoints/last.ckpt' >'$T/m1' &&
+    '$LOOPKIT' dump '$T/mscaled/checkpoints/last.ckpt' >'$T/m2' && cmp -s '$T/m1' '$T/m2'"
+"$LOOPKIT" train "$T/manual.ini" --out "$T/mskip" --quiet \
+  --set plugins.precision=scaler --set scaler.skip_at=0,2,4,6 >"$T/out" 2>&1
+check "manual: an overflow skips that optimizer's step only (a never steps)" \
+  sh -c "'$LOOPKIT' dump '$T/mskip/checkpoints/last.ckpt' >'$T/m3' &&
+    grep -qx 'w\[0\] 0.10000000000000001' '$T/m3' && grep -qx 'b\[0\] 0.050000000000000003' '$T/m3' &&
+    ! grep -qx 'u\[0\] 0.20000000000000001' '$T/m3'"
+check "... and the run counts its 8 steps" grep -q 'trained 8 steps' "$T/out"
 
 cfg notprec "" "precision = sgd" ""
 sed -i '/^\[scaler\]/,$d' "$T/notprec.ini"
