@@ -36,8 +36,8 @@ static int step_part(lk_run *run, const lk__optimizer *op,
   o->calls = 0;
   uint64_t mark = lk__err_mark();
   int rc = p->step(p->in->self, p->in->own_params, p->in->n_own_params, fn);
-  if (shared && o->calls > 1)
-    return lk__err(LK_ESTATE,
+  if (shared && o->calls > 1) /* what the config asks cannot be done */
+    return lk__err(LK_ECONFIG,
                    "optimizer %s called the closure %u times in one step: "
                    "parameter groups need an optimizer that evaluates it "
                    "once per step (torch's LBFGS refuses groups too); "

@@ -9,21 +9,16 @@
  * two moments, so the game's equilibrium is b = mean, A A^T = diag(std^2).
  *
  * Each training_step is one round of the game, as a Lightning module with
- * automatic_optimization = False writes it: a discriminator update through
- * the run's optimizer ([plugins] optimizer, with lk_host_optimizer_step),
- * then a generator update through a second optimizer plugin (option
- * g_optimizer) that this plugin created with lk_host_optimizer_new. Each
- * update is a step of the run, as in Lightning: a round takes two, and
- * without a data plugin max_steps of them end the run. Gradients are computed
- * here, by hand; nothing else backpropagates. The discriminator's loss has an
- * R1 penalty (option r1), without which the game circles its equilibrium.
- *
- * An optimizer plugin is created for all the run's parameters and refuses
- * to step any other list, so both optimizers step all of them; the
- * gradients of the network not being trained are zero, which leaves its
- * parameters untouched as long as the optimizer adds nothing of its own
- * (no weight decay) and the two optimizers are different plugins (one
- * instance would mix their momentum). Both conditions are checked after
+ * automatic_optimization = False writes it: the run has two optimizers,
+ * each over its own network ([plugins] optimizer = disc:sgd, gen:adam with
+ * [disc] params = discriminator.* and [gen] params = generator.*), and the
+ * plugin drives each through its handle (lk_host_optimizer): zero its
+ * gradients, compute them, step it. Each update is a step of the run, as
+ * in Lightning: a round takes two, and without a data plugin max_steps of
+ * them end the run. Gradients are computed here, by hand; nothing else
+ * backpropagates. The discriminator's loss has an R1 penalty (option r1),
+ * without which the game circles its equilibrium. Each optimizer touches
+ * only its own parameters (weight decay included), which is checked after
  * every update. */
 #include <math.h>
 #include <stdlib.h>
@@ -36,8 +31,8 @@
 
 typedef struct gan {
   lk_host *host;
-  lk_optimizer *g_opt;
-  const char *g_opt_name;
+  lk_optimizer *d_opt, *g_opt; /* found at the first step */
+  const char *d_opt_name, *g_opt_name;
   size_t batch;
   double mean[2], std[2];
   double r1;               /* weight of the gradient penalty on real data */
@@ -100,10 +95,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     g->fake = g->z + 2 * g->batch;
     rc = add_params(g);
   }
-  /* The parameters exist now, so the optimizer is created for them. */
+  g->d_opt_name = lk_opt_string(o, "d_optimizer");
   g->g_opt_name = lk_opt_string(o, "g_optimizer");
-  if (rc == 0)
-    rc = lk_host_optimizer_new(host, g->g_opt_name, &g->g_opt);
   if (rc != 0) {
     destroy(g);
     return rc;
@@ -231,63 +224,73 @@ static void freeze(const lk_tensor *p, const lk_tensor *q, frozen *f) {
   memcpy(f->v + p->numel, q->data, q->numel * sizeof(double));
 }
 
-/* Compared as numbers: an update by zero may turn 0 into -0. */
 static bool moved(const lk_tensor *p, const lk_tensor *q, const frozen *f) {
-  const double *a = p->data, *b = q->data;
-  bool same = true;
-  for (size_t k = 0; k < p->numel; k++)
-    same &= a[k] == f->v[k];
-  for (size_t k = 0; k < q->numel; k++)
-    same &= b[k] == f->v[p->numel + k];
-  return !same;
+  return memcmp(p->data, f->v, p->numel * sizeof(double)) != 0 ||
+         memcmp(q->data, f->v + p->numel, q->numel * sizeof(double)) != 0;
 }
 
-/* WHO moved the parameters of the network it was not training. */
-static int moved_error(gan *g, const char *who, const char *net) {
-  return lk_fail(g->host, LK_ESTATE,
-                 "%s moved the %s's parameters, whose gradients were zero: "
-                 "an optimizer must leave them alone (weight_decay = 0), "
-                 "and [gan] g_optimizer (%s) must name another plugin than "
-                 "[plugins] optimizer",
-                 who, net, g->g_opt_name);
+/* The run's optimizer named NAME ([plugins] optimizer = NAME:PLUGIN). */
+static int find_optimizer(gan *g, const char *option, const char *name,
+                          lk_optimizer **out) {
+  size_t n = lk_host_optimizer_count(g->host);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(lk_optimizer_name(lk_host_optimizer(g->host, i)), name) == 0) {
+      *out = lk_host_optimizer(g->host, i);
+      return 0;
+    }
+  return lk_fail(g->host, LK_ECONFIG,
+                 "option %s = %s: the run has no optimizer of that name "
+                 "([plugins] optimizer = disc:sgd, gen:adam names two)",
+                 option, name);
+}
+
+/* One player's update: its gradients zeroed, computed by BACKWARD, its
+ * optimizer's step; the other's parameters OTHER_P and OTHER_Q must not
+ * move. */
+static int update(gan *g, lk_optimizer *opt, double (*backward)(gan *),
+                  double *loss, const lk_tensor *other_p,
+                  const lk_tensor *other_q) {
+  frozen keep;
+  int rc = lk_optimizer_zero_grad(opt);
+  if (rc != 0)
+    return rc;
+  *loss = backward(g);
+  freeze(other_p, other_q, &keep);
+  if ((rc = lk_optimizer_step(opt, NULL, 0, NULL)) != 0)
+    return rc;
+  if (moved(other_p, other_q, &keep))
+    return lk_fail(g->host, LK_ESTATE,
+                   "optimizer %s moved parameters it does not step",
+                   lk_optimizer_name(opt));
+  return 0;
 }
 
 static int training_step(void *self, const lk_batch *batch,
                          lk_step_result *out) {
   gan *g = self;
-  size_t n = 0;
-  lk_tensor *const *params = lk_host_params(g->host, &n);
-  frozen keep;
   (void)batch; /* no data plugin: the samples are drawn here */
-  sample(g);
-  generate(g);
-
-  /* The discriminator, with the run's optimizer. */
-  int rc = lk_host_zero_grad(g->host);
+  int rc = 0;
+  if (!g->d_opt)
+    rc = find_optimizer(g, "d_optimizer", g->d_opt_name, &g->d_opt);
+  if (rc == 0 && !g->g_opt)
+    rc = find_optimizer(g, "g_optimizer", g->g_opt_name, &g->g_opt);
   if (rc != 0)
     return rc;
-  double d_loss = d_backward(g);
-  freeze(g->a, g->b, &keep);
-  if ((rc = lk_host_optimizer_step(g->host, NULL)) != 0)
+  sample(g);
+  generate(g);
+  /* The discriminator, then the generator against the updated one. */
+  double d_loss, g_loss;
+  rc = update(g, g->d_opt, d_backward, &d_loss, g->a, g->b);
+  if (rc == 0)
+    rc = update(g, g->g_opt, g_backward, &g_loss, g->w, g->c);
+  if (rc != 0)
     return rc;
-  if (moved(g->a, g->b, &keep))
-    return moved_error(g, "the discriminator's optimizer", "generator");
-
-  /* The generator, against the updated discriminator, with its own. */
-  if ((rc = lk_host_zero_grad(g->host)) != 0)
-    return rc;
-  double g_loss = g_backward(g);
-  freeze(g->w, g->c, &keep);
-  if ((rc = lk_optimizer_step(g->g_opt, params, n, NULL)) != 0)
-    return rc;
-  if (moved(g->w, g->c, &keep))
-    return moved_error(g, "the generator's optimizer", "discriminator");
 
   /* What G produces now: mean b, standard deviations the norms of A's
    * rows (the square roots of diag(A A^T)). */
   const double *a = g->a->data, *b = g->b->data;
   out->has_loss = true;
-  out->loss = d_loss; /* what the run's optimizer minimises */
+  out->loss = d_loss; /* the discriminator's, as metrics.csv's loss */
   lk_result_metric(out, "d_loss", d_loss);
   lk_result_metric(out, "g_loss", g_loss);
   lk_result_metric(out, "g_mean_x", b[0]);
@@ -305,10 +308,11 @@ static const lk_option options[] = {
      "standard deviations of the real data, x,y", "(0, inf)"},
     {"r1", LK_OPT_DOUBLE, "1",
      "weight of the R1 gradient penalty on real data (0: none)", "[0, inf)"},
-    {"g_optimizer", LK_OPT_STRING, "adam",
-     "the generator's optimizer plugin (options in its own section); the "
-     "discriminator's is [plugins] optimizer, another plugin",
+    {"d_optimizer", LK_OPT_STRING, "disc",
+     "the name of the discriminator's optimizer in [plugins] optimizer",
      NULL},
+    {"g_optimizer", LK_OPT_STRING, "gen",
+     "the name of the generator's optimizer in [plugins] optimizer", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step};

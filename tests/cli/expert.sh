@@ -2,8 +2,8 @@
 # The expert examples, each built out of tree with nothing but pkg-config
 # loopkit against an installed loopkit and run with it (as sdk.sh does for
 # examples/plugin):
-#  - examples/gan: manual optimization driving two optimizers (sgd for the
-#    discriminator, adam for the generator), gradients by hand;
+#  - examples/gan: manual optimization driving the run's two optimizers (sgd for the
+#    discriminator, adamw for the generator, each over its network), gradients by hand;
 #  - examples/bind_lbfgs: a C program minimising a plain C function turned
 #    into a closure with lk_bind, with lbfgs and no model plugin
 #    (lk_optimizer_open);
@@ -92,10 +92,22 @@ check "gan: a resumed run trains" test $? -eq 0
 dump "$T/gan-resumed/checkpoints/last.ckpt" "$T/gan-resumed.dump"
 check "gan: it ends exactly where the whole run did (both optimizers' state)" \
   sh -c "cmp -s '$T/gan.dump' '$T/gan-resumed.dump' && test \$(wc -l <'$T/gan.dump') -eq 12"
-sed '/^\[adam\]/,$d' gan.ini >"$T/gan-same.ini"
-lk "$T/gan" train "$T/gan-same.ini" --out "$T/gan-same" --quiet --set gan.g_optimizer=sgd
-check "gan: one plugin for both optimizers is refused" \
-  sh -c "test $? -eq 1 && grep -q 'must name another plugin' '$T/out'"
+# Each optimizer steps its own network only: with weight decay on both
+# (which moved the other network when both stepped every parameter), and
+# with one plugin for both (two instances, each its own state).
+check "gan: both optimizers have weight decay" \
+  sh -c "grep -qx 'weight_decay = 0.0001' gan.ini && grep -qx 'weight_decay = 0.01' gan.ini"
+lk "$T/gan" train gan.ini --out "$T/gan-same" --quiet --set 'plugins.optimizer=disc:adamw, gen:adamw' \
+  --set disc.momentum=
+check "gan: one plugin for both optimizers, two instances, trains" test $? -eq 0
+check "... each with its own state in the checkpoint" \
+  sh -c "python3 '$LK_SRCDIR/tests/cli/ckpt_edit.py' '$T/gan-same/checkpoints/last.ckpt' --dump |
+    grep -q '^disc.exp_avg.discriminator.weight' &&
+    python3 '$LK_SRCDIR/tests/cli/ckpt_edit.py' '$T/gan-same/checkpoints/last.ckpt' --dump |
+    grep -q '^gen.exp_avg.generator.weight'"
+lk "$T/gan" train gan.ini --out "$T/gan-noopt" --quiet --set gan.g_optimizer=nope
+check "gan: g_optimizer naming no optimizer of the run is refused" \
+  sh -c "test $? -eq 2 && grep -q 'option g_optimizer = nope: the run has no optimizer of that name' '$T/out'"
 # Its options' ranges, enforced by the host before create; how many values
 # a pair takes is the plugin's check.
 lk "$T/gan" train gan.ini --out "$T/gan-bad1" --quiet --set gan.batch_size=0
