@@ -116,6 +116,27 @@ int cli_inspect(int argc, char **argv) {
         printf("      %s\n", o->help);
     }
   }
+  /* The host's own keys in the sections of these kinds (loopkit.ini(5),
+   * PARAMETER GROUPS AND SEVERAL OPTIMIZERS). */
+  if (strstr(kinds, "optimizer"))
+    printf("host keys (any optimizer; see loopkit.ini(5)):\n"
+           "  %-24s %-8s default %s\n      %s\n"
+           "  %-24s %-8s default %s\n      %s\n"
+           "  [%s.GROUP] params       string   (required)\n"
+           "      a group's parameters, as params; its other keys are any "
+           "of the options above, the rest inherited\n",
+           "params", "string", "(every parameter no other optimizer takes)",
+           "the parameters it steps: shell patterns over their names, or "
+           "ndim<N / ndim>=N, comma separated",
+           "groups", "string", "(none)",
+           "its parameter groups, comma separated: each is a section "
+           "[NAME.GROUP]",
+           d->name);
+  if (strstr(kinds, "scheduler"))
+    printf("host keys (any scheduler; see loopkit.ini(5)):\n"
+           "  %-24s %-8s default %s\n      %s\n",
+           "optimizer", "string", "(the first optimizer)",
+           "the name of the optimizer it drives, every group of it");
   lk_plugin_close(p);
   return 0;
 }

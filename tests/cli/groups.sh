@@ -62,6 +62,11 @@ expect 0 'trained 12 steps' "--set reaches a group's option (SECTION is adamw.ma
 check "... which starts lr_mat at 0.05" \
   sh -c "awk -F, 'NR == 2 { exit !(\$NF == 0.05) }' '$T/set/metrics.csv'"
 
+expect 0 '\[adamw.GROUP\] params +string +\(required\)' \
+  "loopkit inspect shows an optimizer's host keys: params, groups, a group's params" -- inspect adamw
+expect 0 'optimizer +string +default \(the first optimizer\)' \
+  "... and a scheduler's optimizer key" -- inspect cosine
+
 # ---- what the config refuses ----
 sed 's/^params = b, v$/params = b, z*/' "$T/base.ini" >"$T/bad.ini"
 expect 2 'bad.ini:12: adamw.no_decay.params: "z\*" matches no parameter \(the model.s: w, b, u, v\)' \

@@ -41,6 +41,7 @@ man_section() {
 inspect_options() {
   "$LOOPKIT" inspect "$1" | awk '
     /^options:/ { on = 1; next }
+    /^[^ ]/ { on = 0 } # the host keys after them are loopkit.ini(5)'"'"'s own
     on && /^  [^ ]/ {
       def = $0; sub(/^.* default ?/, "", def)
       if (def == "(required)") d = "no default"
