@@ -1,6 +1,8 @@
 /* lk_bind: partial application of functions of many signatures, result
  * conversion to double, argument values copied at bind time, and the
  * messages for signatures it refuses. */
+/* lk_bind itself is tested here: its deprecation is for programs. */
+#define LK_NO_DEPRECATION_WARNINGS
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -47,9 +47,8 @@ static void problem_init(problem *p, size_t n) {
   p->params[0] = &p->t;
   const double *x = p->x;
   double *g = p->g;
-  const void *args[] = {&x, &g, &n};
-  if (lk_bind((any_fn)rosenbrock, "double (const double *, double *, size_t)",
-              args, &p->bound) != 0)
+  if (LK_BIND(rosenbrock, "double (const double *, double *, size_t)",
+              &p->bound, &x, &g, &n) != 0)
     fail_msg("lk_bind: %s", lk_last_error());
 }
 

@@ -104,9 +104,12 @@ LK_API int lk_bind_n(void (*fn)(void), const char *signature, size_t n_args,
 
 /* lk_bind: as lk_bind_n, trusting ARGS to hold as many entries as
  * SIGNATURE declares (it cannot tell: an array that is too short is read
- * past its end). Kept for the programs written before lk_bind_n. */
+ * past its end; a NULL entry is refused). Kept for the programs written
+ * before lk_bind_n; the compiler warns about every use of it. */
 LK_API int lk_bind(void (*fn)(void), const char *signature,
-                   const void *const *args, lk_bound **out);
+                   const void *const *args, lk_bound **out)
+    LK_DEPRECATED("lk_bind cannot tell how many values ARGS holds: use "
+                  "lk_bind_n or LK_BIND");
 /* The closure of B, valid until lk_bound_free(B), which frees it (B may be
  * NULL). */
 LK_API lk_closure_fn lk_bound_function(const lk_bound *b);

@@ -13,4 +13,13 @@
 #define LK_PRINTF(f, a)
 #endif
 
+/* A function kept for old programs whose use the compiler warns about
+ * (define LK_NO_DEPRECATION_WARNINGS to silence it). */
+#if (defined(__GNUC__) || defined(__clang__)) &&                               \
+    !defined(LK_NO_DEPRECATION_WARNINGS)
+#define LK_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define LK_DEPRECATED(why)
+#endif
+
 #endif

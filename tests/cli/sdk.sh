@@ -64,6 +64,26 @@ fi
 check "plugins export exactly one symbol" \
   test "$(nm -D --defined-only "$T/root$pluginsdir/sgd.so" | awk '$2 ~ /[TDRB]/' | wc -l)" -eq 1
 
+# lk_bind cannot tell how many values its array holds: the installed
+# header makes the compiler say so (lk_bind_n and LK_BIND count them).
+cat >"$T/bind.c" <<'C'
+#include <loopkit/loopkit.h>
+static double f(int a) { return a; }
+int main(void) {
+  int a = 1;
+  const void *args[] = {&a};
+  lk_bound *b = NULL;
+  int rc = lk_bind((void (*)(void))f, "double (int)", args, &b);
+  lk_bound_free(b);
+  return rc;
+}
+C
+cflags=$(PKG_CONFIG_PATH="$T/root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$T/root" pkg-config --cflags loopkit)
+# shellcheck disable=SC2086
+${CC:-cc} -c $cflags "$T/bind.c" -o "$T/bind.o" >"$T/bind.log" 2>&1
+check "a program calling lk_bind gets a warning that names lk_bind_n and LK_BIND" \
+  grep -q "lk_bind cannot tell how many values ARGS holds: use lk_bind_n or LK_BIND" "$T/bind.log"
+
 cp -R "$LK_SRCDIR/examples/plugin" "$T/plugin"
 chmod -R u+w "$T/plugin"
 rm -f "$T/plugin/quadratic.so"
