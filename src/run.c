@@ -37,8 +37,9 @@ int lk_run_summary(const lk_run *run, char *buf, size_t len) {
   char epochs[48] = "", loss[64] = "";
   const lk__loop_state *st = &run->state;
   if (lk__role(run, LK__KIND_DATA))
-    snprintf(epochs, sizeof epochs, " (%llu epochs)",
-             (unsigned long long)st->progress.epoch);
+    snprintf(epochs, sizeof epochs, " (%llu epoch%s)",
+             (unsigned long long)st->progress.epoch,
+             st->progress.epoch == 1 ? "" : "s");
   if (st->has_last_loss)
     snprintf(loss, sizeof loss, "; last loss %.9g", st->last_loss);
   const char *dir = run->rd.dir ? run->rd.dir : "(none: rank 0 writes it)";

@@ -55,6 +55,8 @@ lr = 0.05
 momentum = 0.9
 INI
 expect 0 'test: test_loss' "a data run prints its test result" -- train "$T/data.ini" --out "$T/data"
+expect 0 'trained [0-9]+ steps \(1 epoch\) in' "one epoch is said in the singular" -- \
+  train "$T/data.ini" --out "$T/data1" --set loop.max_epochs=1
 check "metrics.csv has val_loss and test_loss columns" \
   sh -c "head -1 '$T/data/metrics.csv' | grep -q '^step,epoch,loss,mae,val_loss,val_mae,test_loss,test_mae'"
 check "20 validation rows" test "$(awk -F, 'NR > 1 && $5 != ""' "$T/data/metrics.csv" | wc -l)" -eq 20
