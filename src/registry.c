@@ -212,16 +212,16 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
 
 int lk__registry_create_all(lk__env *env) {
   lk__registry *reg = &env->reg;
-  /* The table's creation ranks, 0 first; the callbacks (rank last) in
-   * their listed order. */
+  /* The table's creation ranks, 0 first; the instances of a kind of
+   * several in their listed order. */
   for (int rank = 0; rank < LK__N_KINDS; rank++)
     for (size_t k = 0; k < LK__N_KINDS; k++) {
       if (lk__kinds[k].created != rank)
         continue;
       int rc = 0;
       if (lk__kinds[k].many)
-        for (size_t i = 0; i < reg->n_callbacks && rc == 0; i++)
-          rc = lk__registry_create(env, reg->callbacks[i]);
+        for (size_t i = 0; i < reg->listed[k].n && rc == 0; i++)
+          rc = lk__registry_create(env, reg->listed[k].in[i]);
       else if (reg->role[k])
         rc = lk__registry_create(env, reg->role[k]);
       if (rc != 0)
