@@ -348,6 +348,8 @@ static int copy_file(tb *t, const char *dir, const char *from) {
   long long created = (long long)state(t->created)[0];
   uint64_t offset = (uint64_t)state(t->offset)[0];
   char *src_dir = NULL, *src = NULL;
+  if (!from)
+    return begin_file(t, dir); /* the checkpoint is not a run directory's */
   if (*t->sub_dir ? asprintf(&src_dir, "%s/%s", from, t->sub_dir) < 0
                   : !(src_dir = strdup(from)))
     return lk_fail(t->host, LK_ENOMEM, "out of memory");
@@ -405,8 +407,8 @@ static int start(void *self, const lk_logger_start *run) {
   t->last_flush = now(CLOCK_MONOTONIC);
   if (rc == 0 && run->resumed && state(t->created)[0] > 0 &&
       state(t->offset)[0] > 0)
-    rc = run->resumed_from ? copy_file(t, dir, run->resumed_from)
-                           : continue_file(t, dir);
+    rc = run->in_place ? continue_file(t, dir)
+                       : copy_file(t, dir, run->resumed_from);
   else if (rc == 0)
     rc = begin_file(t, dir);
   free(dir);

@@ -50,6 +50,7 @@ int lk__loggers_start(lk_run *run) {
       .run_dir = run->rd.dir,
       .config = config,
       .resumed = run->resumed,
+      .in_place = run->resumed && run->rd.in_place,
       .resumed_from = run->resumed && !run->rd.in_place ? run->rd.source : NULL,
       .epoch = p->epoch,
       .step = p->global_step,

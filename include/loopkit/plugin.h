@@ -308,12 +308,15 @@ typedef struct lk_logger_start {
   const char *config;  /* the effective config, as config.ini holds it
                           (without its "# resumed" lines) */
   bool resumed;        /* the run continues from a checkpoint */
-  /* With resumed: the run directory that wrote that checkpoint, when this
-   * run writes another one (a resume from a checkpoint other than the
-   * run's own latest starts a new run directory, whose metrics.csv starts
-   * with the source's rows up to the checkpoint): copy from there what
-   * the new directory needs. NULL: the run goes on in run_dir itself,
-   * or the source is not a run directory. */
+  /* With resumed: whether the run goes on in the run directory that wrote
+   * the checkpoint (from its latest checkpoint), appending to what is
+   * there. Otherwise it writes a new run directory (a resume from any
+   * other checkpoint does), and resumed_from is the run directory that
+   * wrote the checkpoint, whose metrics.csv rows up to the checkpoint
+   * begin the new one's: copy from there what the new directory needs.
+   * resumed_from is NULL when the checkpoint is not in a run directory
+   * (metrics.csv then starts at the checkpoint's step). */
+  bool in_place;
   const char *resumed_from;
   uint64_t epoch, step; /* where the run starts: epochs and steps done */
   uint64_t rows;        /* metrics.csv's data rows before the first row this

@@ -1,7 +1,8 @@
 /* rowlog: a logger for tests that appends every call it gets to a text
  * file, so that a test sees what the host gave the loggers, in order:
  *
- *   start resumed=R from=DIR|- epoch=E step=S rows=N dir=RUN_DIR
+ *   start resumed=R in_place=I from=DIR|- epoch=E step=S rows=N saves=K
+ *         dir=RUN_DIR
  *   config LINE                    (each line of the effective config)
  *   row STEP EPOCH NAME=VALUE ...  (values as metrics.csv writes them)
  *   save
@@ -41,9 +42,10 @@ static int start(void *self, const lk_logger_start *run) {
   if (!(r->f = fopen(path, "a")))
     return lk_fail(r->host, LK_EIO, "cannot open %s", path);
   fprintf(r->f,
-          "start resumed=%d from=%s epoch=%llu step=%llu rows=%llu "
-          "saves=%.0f dir=%s\n",
-          run->resumed, run->resumed_from ? run->resumed_from : "-",
+          "start resumed=%d in_place=%d from=%s epoch=%llu step=%llu "
+          "rows=%llu saves=%.0f dir=%s\n",
+          run->resumed, run->in_place,
+          run->resumed_from ? run->resumed_from : "-",
           (unsigned long long)run->epoch, (unsigned long long)run->step,
           (unsigned long long)run->rows, ((double *)r->saves->data)[0],
           run->run_dir);
