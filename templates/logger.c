@@ -120,7 +120,7 @@ static int start(void *self, const lk_logger_start *run) {
                    strerror(errno));
   lk_log(l->host, LK_LOG_INFO, "rows go to %s from step %llu (%s)", l->path,
          (unsigned long long)run->step,
-         !run->resumed    ? "a new run"
+         !run->resumed   ? "a new run"
          : run->in_place ? "resumed in place"
                          : "resumed in a new run directory");
   return 0;
@@ -171,10 +171,10 @@ static int finalize(void *self, const char *status) {
   return rc;
 }
 
-static const lk_option options[] = {
-    {"file", LK_OPT_STRING, "@NAME@.jsonl",
-     "the file's name, in the run directory", NULL},
-    {NULL, 0, NULL, NULL, NULL}};
+static const lk_option options[] = {{"file", LK_OPT_STRING, "@NAME@.jsonl",
+                                     "the file's name, in the run directory",
+                                     NULL},
+                                    {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_logger_ops logger_ops = {.start = start,
                                          .log_metrics = log_metrics,
