@@ -269,4 +269,20 @@ head -c 100 "$G" >"$T/cut.tmp" && cat "$T/cut.tmp" >"$G"
 expect 2 "$G is shorter than the [0-9]+ bytes it had at the checkpoint.*move it away" \
   "the event file cut short: refused before training, named" -- train "$T/base.ini" \
   --resume "$T/cut/checkpoints/last.ckpt"
+
+# ---- several processes: rank 0 logs, once ------------------------------------
+if [ "${LK_HAVE_MPI:-no}" = yes ] && command -v mpirun >/dev/null 2>&1; then
+  OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun --allow-run-as-root \
+    --oversubscribe -np 2 "$LK_BUILDDIR/loopkit" train "$T/base.ini" --out "$T/mpi" --quiet \
+    --set plugins.strategy=mpi --set plugins.profiler=none \
+    --set plugins.loggers="tensorboard, rowlog" >"$T/mpi.out" 2>&1
+  st=$?
+  check "under mpirun -np 2: one session logged (rank 0's), start to finalize" sh -c "
+    test $st -eq 0 && test \$(grep -c '^start ' '$T/mpi/rowlog.txt') -eq 1 &&
+    test \$(grep -c '^finalize success' '$T/mpi/rowlog.txt') -eq 1"
+  $TFE "$(events "$T/mpi")" --rows "$T/mpi/metrics.csv" >/dev/null
+  check "... and one event file, every row once" test $? -eq 0 -a "$(ls "$T/mpi" | grep -c tfevents)" -eq 1
+else
+  echo "ok $((n += 1)) - under mpirun, rank 0 logs # SKIP no MPI"
+fi
 finish
