@@ -12,7 +12,12 @@
 TFE="python3 $LK_SRCDIR/tests/cli/tfevents.py"
 cd "$T" || exit 1
 
-train() { "$LOOPKIT" train "$@" --quiet >"$T/train.out" 2>&1; }
+# train ARGS...: the status in $st (under valgrind, 99 for an error or a
+# leak), the output in $T/train.out.
+train() {
+  "$LOOPKIT" train "$@" --quiet >"$T/train.out" 2>&1
+  st=$?
+}
 # events DIR: the event file of run directory DIR (the one file).
 events() { ls "$1"/events.out.tfevents.* 2>/dev/null; }
 # scalars FILE: the scalar events, one "STEP TAG VALUE" a line.
@@ -63,7 +68,7 @@ check "... and leaves no run directory" test ! -e "$T/no"
 
 # ---- the event file --------------------------------------------------------
 train "$T/base.ini" --out "$T/ref"
-check "a run with loggers = tensorboard trains" grep -q '^trained 12 steps' "$T/train.out"
+check "a run with loggers = tensorboard trains" sh -c "test $st -eq 0 && grep -q '^trained 12 steps' '$T/train.out'"
 F=$(events "$T/ref")
 check "one event file, events.out.tfevents.<time>.<host>, in the run directory" \
   sh -c "test \$(ls '$T/ref' | grep -c tfevents) -eq 1 &&
@@ -103,7 +108,7 @@ file = a.txt
 file = b.txt
 INI
 train "$T/many.ini" --out "$T/many"
-check "three loggers, two of one plugin, named: the run trains" grep -q '^trained 12 steps' "$T/train.out"
+check "three loggers, two of one plugin, named: the run trains" sh -c "test $st -eq 0 && grep -q '^trained 12 steps' '$T/train.out'"
 check "tb:tensorboard with sub_dir = tb/events writes there, and only there" \
   test -z "$(events "$T/many")" -a -n "$(events "$T/many/tb/events")"
 scalars "$(events "$T/many/tb/events")" >"$T/s1"
@@ -155,6 +160,7 @@ check "... the event file holds every row logged, whole" test $? -eq 0
 # once each, and the uninterrupted run's scalars.
 ok_resumed() {
   G=$(events "$T/$1")
+  [ "$st" -eq 0 ] || return 1
   $TFE "$G" --rows "$T/$1/metrics.csv" >/dev/null &&
     scalars "$G" | cmp -s - "$T/ref.scalars" &&
     cmp -s "$T/$1/metrics.csv" "$T/ref/metrics.csv"
@@ -230,10 +236,11 @@ train "$T/base.ini" --out "$T/kept" --set loop.keep_last=10 --set plugins.logger
 mkdir "$T/new" && cd "$T/new" || exit 1
 "$LOOPKIT" train "$T/base.ini" --resume "$T/kept/checkpoints/step-6.ckpt" \
   --set plugins.loggers="tensorboard, rowlog" >"$T/train.out" 2>&1
+st=$?
 cd "$T" || exit 1
 N=$T/new/runs/base-1
 check "resumed from an older checkpoint: a new run directory, its event file begun from the source's" \
-  grep -q "tensorboard: runs/base-1/events.out.tfevents.[0-9]*.* begins with the [0-9]* bytes of $T/kept/events" "$T/train.out"
+  test $st -eq 0 -a -n "$(grep "tensorboard: runs/base-1/events.out.tfevents.[0-9]*.* begins with the [0-9]* bytes of $T/kept/events" "$T/train.out")"
 check "... the start says where from" \
   grep -qx "start resumed=1 in_place=0 from=$T/kept epoch=1 step=6 rows=7 saves=2 dir=runs/base-1" "$N/rowlog.txt"
 check "... the new file has the same name, and the source's bytes up to the checkpoint" sh -c "
