@@ -1,4 +1,5 @@
 /* The entries the loop calls, direct or profiled (see calls.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "run_private.h"
@@ -29,6 +30,9 @@ static void direct_calls(lk_run *run) {
       o->opt[i].parts[g].step = o->opt[i].parts[g].in->desc->optimizer->step;
   for (size_t i = 0; i < o->n_sched; i++)
     o->sched[i].step = o->sched[i].in->desc->scheduler->step;
+  const lk__listed *loggers = &run->env.reg.listed[LK__KIND_LOGGER];
+  for (size_t i = 0; i < loggers->n; i++)
+    c->log_metrics[i] = loggers->in[i]->desc->logger->log_metrics;
 }
 
 static int action(lk_run *run, const char *name, int *id) {
@@ -145,6 +149,14 @@ static int profile_calls(lk_run *run) {
     c->test_step = c->validation_step; /* timed as validation_step */
   if (rc == 0)
     rc = profile(run, "checkpoint_save", LK__SIG_PHASE, &c->save);
+  /* Each logger apart, named as Lightning's profiler names a callback's
+   * hooks: [Logger]NAME.log_metrics. */
+  const lk__listed *loggers = &run->env.reg.listed[LK__KIND_LOGGER];
+  for (size_t i = 0; i < loggers->n && rc == 0; i++) {
+    char name[96];
+    snprintf(name, sizeof name, "[Logger]%s.log_metrics", loggers->in[i]->name);
+    rc = profile(run, name, LK__SIG_LOGGER, &c->log_metrics[i]);
+  }
   return rc == 0 ? profile_optim(run) : rc;
 }
 

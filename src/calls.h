@@ -6,6 +6,7 @@
 #define LK_CALLS_H
 
 #include "profile.h"
+#include "registry.h"
 
 typedef struct lk__calls {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
@@ -20,9 +21,14 @@ typedef struct lk__calls {
   int (*validate)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
   int (*test)(lk_run *run, lk_split split, bool *ran, lk_step_result *r);
   int (*save)(lk_run *run);
+  /* Each logger's log_metrics, in the order of reg.listed. */
+  int (*log_metrics[LK__MAX_LISTED])(void *self, uint64_t step, uint64_t epoch,
+                                     const lk_metric *metrics, size_t n);
 } lk__calls;
 
-#define LK__MAX_PROFILED 32 /* entries, and the optimizers' plugins' steps */
+/* The loop's entries and phases, every logger's log_metrics, and the
+ * optimizers' and schedulers' plugins' steps. */
+#define LK__MAX_PROFILED (32 + LK__MAX_LISTED)
 
 typedef struct lk__profiling {
   struct lk__profiled *wrapped[LK__MAX_PROFILED]; /* to free */

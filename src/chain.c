@@ -240,7 +240,7 @@ static int evaluation(lk_run *run) {
     }
   }
   bool reduce = s && s->desc->strategy->reduce_gradients;
-  if (run->env.reg.n_callbacks > 0 || reduce ||
+  if (run->env.reg.listed[LK__KIND_CALLBACK].n > 0 || reduce ||
       lk__role(run, LK__KIND_PRECISION)) {
     parts.before_zero_grad = before_zero_grad;
     parts.before_backward = before_backward;

@@ -35,8 +35,9 @@ static int call(void (*fn)(void), arg_kind kind, void *self, lk__hook_arg a) {
 }
 
 int lk__hooks_call(const lk__registry *reg, lk__hook_id id, lk__hook_arg arg) {
-  for (size_t i = 0; i < reg->n_callbacks; i++) {
-    lk__instance *cb = reg->callbacks[i];
+  const lk__listed *cbs = &reg->listed[LK__KIND_CALLBACK];
+  for (size_t i = 0; i < cbs->n; i++) {
+    lk__instance *cb = cbs->in[i];
     void (*fn)(void) = lk__entry_of(cb, LK__KIND_CALLBACK, (size_t)id);
     if (!fn)
       continue;
@@ -51,8 +52,9 @@ int lk__hooks_call(const lk__registry *reg, lk__hook_id id, lk__hook_arg arg) {
 }
 
 bool lk__hooks_any(const lk__registry *reg, lk__hook_id id) {
-  for (size_t i = 0; i < reg->n_callbacks; i++)
-    if (lk__entry_of(reg->callbacks[i], LK__KIND_CALLBACK, (size_t)id))
+  const lk__listed *cbs = &reg->listed[LK__KIND_CALLBACK];
+  for (size_t i = 0; i < cbs->n; i++)
+    if (lk__entry_of(cbs->in[i], LK__KIND_CALLBACK, (size_t)id))
       return true;
   return false;
 }

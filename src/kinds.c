@@ -43,6 +43,11 @@ static const lk__entry scheduler_entries[] = {{"step", 0, true}};
 static const lk__entry precision_entries[] = {{"loss_scale", 0, true},
                                               {"unscale_gradients", 0, true}};
 
+static const lk__entry logger_entries[] = {{"start", 5, false},
+                                           {"log_metrics", 5, true},
+                                           {"save", 5, false},
+                                           {"finalize", 5, false}};
+
 #define N_OF(a) (sizeof a / sizeof a[0])
 
 /* Every ops struct is a table of function pointers, entry for entry. */
@@ -60,6 +65,7 @@ SAME_SIZE(strategy, lk_strategy_ops);
 SAME_SIZE(callback, lk_callback_ops);
 SAME_SIZE(scheduler, lk_scheduler_ops);
 SAME_SIZE(precision, lk_precision_ops);
+SAME_SIZE(logger, lk_logger_ops);
 
 const lk__kind lk__kinds[LK__N_KINDS] = {
 #define LK__KIND_ROW(ID, NAME, ROLE, MANY, SINCE, DEF, CREATED, HELP)          \

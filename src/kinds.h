@@ -54,7 +54,10 @@ typedef struct lk__entry {
     "model's own hooks")                                                       \
   X(PRECISION, precision, "precision", false, 3, NULL, 6,                      \
     "scales the loss for backward and unscales the gradients (default: "       \
-    "none)")
+    "none)")                                                                   \
+  X(LOGGER, logger, "loggers", true, 5, NULL, 10,                              \
+    "comma-separated logger plugins, each given every metrics.csv row "        \
+    "(default: none; tensorboard)")
 
 typedef enum lk__kind_id {
 #define LK__KIND_ENUM(ID, ...) LK__KIND_##ID,

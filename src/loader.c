@@ -34,7 +34,7 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, scheduler) + sizeof(void *),   /* 1.2: new hooks */
     offsetof(lk_descriptor, precision) + sizeof(void *),   /* 1.3 */
     offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
-    offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.5 */
+    offsetof(lk_descriptor, logger) + sizeof(void *),      /* 1.5 */
 };
 
 /* ---- What the host reads from a descriptor ----

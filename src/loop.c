@@ -547,7 +547,9 @@ static int report(lk_run *run) {
 
 static int loop_run(lk_run *run) {
   double t0 = lk__now();
-  int rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_START, (lk__hook_arg){0});
+  int rc = lk__loggers_start(run);
+  if (rc == 0)
+    rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_START, (lk__hook_arg){0});
   if (rc == 0 && !lk__role(run, LK__KIND_DATA))
     rc = train_without_data(run);
   while (rc == 0 && lk__role(run, LK__KIND_DATA) && more_to_train(run)) {
@@ -559,7 +561,7 @@ static int loop_run(lk_run *run) {
     rc = finish(run);
   run->seconds = lk__now() - t0;
   int prc = report(run); /* also when training failed */
-  return rc ? rc : prc;
+  return lk__loggers_finalize(run, rc ? rc : prc);
 }
 
 int lk_run_train(lk_run *run) {

@@ -7,7 +7,7 @@
 
 #include "profile.h"
 
-#define MAX_ARGS 4
+#define MAX_ARGS 5
 
 /* The wrapped function, as its own type. */
 typedef union entry {
@@ -22,6 +22,7 @@ typedef union entry {
   int (*scheduler)(void *, lk_interval, const lk_metric *, size_t);
   int (*phase)(lk_run *);
   int (*evaluate)(lk_run *, lk_split, bool *, lk_step_result *);
+  int (*logger)(void *, uint64_t, uint64_t, const lk_metric *, size_t);
 } entry;
 
 struct lk__profiled {
@@ -136,6 +137,16 @@ static void on_evaluate(ffi_cif *cif, void *ret, void **a, void *user) {
   *(ffi_sarg *)ret = rc;
 }
 
+static void on_logger(ffi_cif *cif, void *ret, void **a, void *user) {
+  const lk__profiled *p = user;
+  (void)cif;
+  p->ops->start(p->self, p->id);
+  int rc = p->real.logger(ARG(void *, 0), ARG(uint64_t, 1), ARG(uint64_t, 2),
+                          ARG(const lk_metric *, 3), ARG(size_t, 4));
+  p->ops->stop(p->self, p->id);
+  *(ffi_sarg *)ret = rc;
+}
+
 typedef void (*handler_fn)(ffi_cif *, void *, void **, void *);
 
 static ffi_type *size_type(void) {
@@ -156,7 +167,8 @@ static unsigned describe(lk__profiled *p, lk__signature sig, ffi_type **ret,
                                         [LK__SIG_DATA_BATCH] = on_data_batch,
                                         [LK__SIG_SCHEDULER] = on_scheduler,
                                         [LK__SIG_PHASE] = on_phase,
-                                        [LK__SIG_EVALUATE] = on_evaluate};
+                                        [LK__SIG_EVALUATE] = on_evaluate,
+                                        [LK__SIG_LOGGER] = on_logger};
   ffi_type **a = p->args;
   *handler = handlers[sig];
   *ret = &ffi_type_sint;
@@ -197,6 +209,11 @@ static unsigned describe(lk__profiled *p, lk__signature sig, ffi_type **ret,
     a[1] = &ffi_type_sint;
     a[2] = a[3] = &ffi_type_pointer;
     return 4;
+  case LK__SIG_LOGGER:
+    a[1] = a[2] = &ffi_type_uint64;
+    a[3] = &ffi_type_pointer;
+    a[4] = size_type();
+    return 5;
   }
   return 0;
 }

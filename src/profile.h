@@ -22,7 +22,9 @@ typedef enum lk__signature {
   LK__SIG_SCHEDULER,  /* int (void *, lk_interval, const lk_metric *,
                          size_t) */
   LK__SIG_PHASE,      /* int (lk_run *) */
-  LK__SIG_EVALUATE    /* int (lk_run *, lk_split, bool *, lk_step_result *) */
+  LK__SIG_EVALUATE,   /* int (lk_run *, lk_split, bool *, lk_step_result *) */
+  LK__SIG_LOGGER      /* int (void *, uint64_t, uint64_t, const lk_metric *,
+                         size_t) */
 } lk__signature;
 
 typedef struct lk__profiled lk__profiled;

@@ -256,16 +256,16 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
 
 int lk__registry_create_all(lk__env *env, lk__create_role create_role) {
   lk__registry *reg = &env->reg;
-  /* The table's creation ranks, 0 first; the callbacks (rank last) in
-   * their listed order. */
+  /* The table's creation ranks, 0 first; the instances of a kind of
+   * several in their listed order. */
   for (int rank = 0; rank < LK__N_KINDS; rank++)
     for (size_t k = 0; k < LK__N_KINDS; k++) {
       if (lk__kinds[k].created != rank)
         continue;
       int rc = 0;
       if (lk__kinds[k].many)
-        for (size_t i = 0; i < reg->n_callbacks && rc == 0; i++)
-          rc = lk__registry_create(env, reg->callbacks[i]);
+        for (size_t i = 0; i < reg->listed[k].n && rc == 0; i++)
+          rc = lk__registry_create(env, reg->listed[k].in[i]);
       else if (create_role && create_role(env, (lk__kind_id)k, &rc))
         ; /* the hook created the role's instances, or failed */
       else if (reg->role[k])

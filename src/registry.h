@@ -12,7 +12,8 @@
 #include "kinds.h"
 #include "options.h"
 
-#define LK__MAX_CALLBACKS 16
+/* Instances a key of several (callbacks, loggers) may list. */
+#define LK__MAX_LISTED 16
 
 typedef struct lk__env lk__env;
 typedef struct lk__instance lk__instance;
@@ -53,6 +54,11 @@ struct lk__instance {
   lk_host host;
 };
 
+typedef struct lk__listed {
+  lk__instance *in[LK__MAX_LISTED + 1]; /* + the model's own callback */
+  size_t n;
+} lk__listed;
+
 typedef struct lk__registry {
   lk__instance **all; /* one per distinct plugin name */
   size_t n;
@@ -61,10 +67,10 @@ typedef struct lk__registry {
   /* Slots held for creates still running: a create may create another
    * instance (sam its base optimizer), which must not take its slot. */
   size_t n_reserved;
-  lk__instance *role[LK__N_KINDS]; /* who plays each role (callbacks: the
-                                      first; see callbacks) */
-  lk__instance *callbacks[LK__MAX_CALLBACKS + 1]; /* + the model's own */
-  size_t n_callbacks;
+  lk__instance *role[LK__N_KINDS]; /* who plays each role of one plugin */
+  /* The instances of a kind of several (MANY in kinds.h), in the order
+   * their key lists them; the callbacks then the model's own. */
+  lk__listed listed[LK__N_KINDS];
 } lk__registry;
 
 /* The instance SPEC names (NAME:PLUGIN or PLUGIN), its plugin loaded the
@@ -87,10 +93,11 @@ int lk__registry_clone(lk__env *env, const lk__instance *base, const char *spec,
                        lk__instance **out);
 
 /* Creates every instance that plays a role, in the kinds' creation
- * order, the callbacks in their listed order last. CREATE_ROLE (NULL:
- * none) may create a role's instances itself: it returns true when it
- * did, its status in *RC (optim.c creates the optimizers, partitioning
- * the parameters, and the schedulers with their groups' copies). */
+ * order, the instances of a kind of several in their listed order.
+ * CREATE_ROLE (NULL: none) may create a role's instances itself: it
+ * returns true when it did, its status in *RC (optim.c creates the
+ * optimizers, partitioning the parameters, and the schedulers with their
+ * groups' copies). */
 typedef bool (*lk__create_role)(lk__env *env, lk__kind_id k, int *rc);
 int lk__registry_create_all(lk__env *env, lk__create_role create_role);
 

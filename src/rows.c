@@ -1,7 +1,8 @@
 /* metrics.csv rows: what the loop logs at each window's end and after each
  * evaluation, what callbacks add to the next row, and the latest value of
  * every column (the loop state's, so that a resumed run's lk_host_metric
- * answers as the uninterrupted run's would). metrics.c writes the file. */
+ * answers as the uninterrupted run's would). metrics.c writes the file;
+ * loggers.c gives each row to the logger plugins too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,7 +57,8 @@ static int log_row(lk_run *run, uint64_t step, uint64_t epoch,
     lk__rows_seen(run, nm->cells[i].name, nm->cells[i].value);
   if (!run->rows.csv)
     return 0; /* not rank 0: it writes metrics.csv */
-  return lk__metrics_row(run->rows.csv, step, epoch, loss, nm->cells, nm->n);
+  int rc = lk__metrics_row(run->rows.csv, step, epoch, loss, nm->cells, nm->n);
+  return rc ? rc : lk__loggers_log(run, step, epoch, loss, nm);
 }
 
 int lk__rows_log(lk_run *run, uint64_t step, const double *loss,

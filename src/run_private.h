@@ -8,6 +8,7 @@
  *   state    everything the loop knows, checkpointed  (loop.c)
  *   rd       the run directory and checkpoint policy  (rundir.c)
  *   rows     metrics.csv rows and callbacks' additions (rows.c)
+ *   loggers  the logger plugins every row also goes to (loggers.c)
  *   meter    progress of an epoch                     (progress.c)
  *   optim    the optimizers, their groups, schedulers (optim.c)
  *
@@ -120,6 +121,26 @@ void lk__rows_seen(lk_run *run, const char *name, double value);
 int lk__rows_extra(lk_run *run, const char *who, const char *name,
                    double value);
 
+/* ---- loggers.c: the logger plugins ----------------------------------------
+ */
+
+typedef struct lk__loggers {
+  size_t started; /* the first STARTED loggers have started */
+} lk__loggers;
+
+/* Starts every logger (rank 0, with a run directory): before
+ * on_train_start. */
+int lk__loggers_start(lk_run *run);
+/* A row of metrics.csv, to every started logger (LOSS may be NULL). */
+int lk__loggers_log(lk_run *run, uint64_t step, uint64_t epoch,
+                    const double *loss, const lk__named *nm);
+/* A checkpoint is about to be written: each logger's save. */
+int lk__loggers_save(lk_run *run);
+/* The session ended with RC (0, LK_EINTERRUPTED or a failure): each
+ * started logger's finalize. Returns RC, or finalize's failure when RC
+ * was 0. */
+int lk__loggers_finalize(lk_run *run, int rc);
+
 /* ---- progress.c ---------------------------------------------------------- */
 
 typedef struct lk__meter {
@@ -146,6 +167,8 @@ typedef struct lk__rundir {
   char *last_ckpt; /* DIR/checkpoints/last.ckpt */
   int lock_fd;     /* DIR/.lock, held for the run's life; -1 before */
   bool in_place;   /* a resume continuing the run that wrote the checkpoint */
+  char *source;    /* a resume in a new directory: the run directory that
+                      wrote the checkpoint, if it is one; else NULL */
   /* Checkpoints callbacks asked for, written where the state is whole. */
   char *pending[LK__MAX_PENDING];
   size_t n_pending;
@@ -265,6 +288,7 @@ struct lk_run {
   lk__loop_state state; /* loop.c: everything a checkpoint carries */
   lk__rundir rd;        /* rundir.c */
   lk__rows rows;        /* rows.c */
+  lk__loggers loggers;  /* loggers.c */
   lk__meter meter;      /* progress.c */
   lk__optim optim;      /* optim.c: optimizers, groups, schedulers */
   volatile sig_atomic_t interrupted;

@@ -604,7 +604,11 @@ int lk__rundir_open(lk_run *run, const lk_config *cfg,
               src ? ")" : "", (unsigned long long)p->epoch,
               (unsigned long long)p->global_step, rd->dir);
   }
-  free(src);
+  /* For the loggers: where the rows before the checkpoint were logged. */
+  if (rc == 0 && !rd->in_place)
+    rd->source = src;
+  else
+    free(src);
   return rc;
 }
 
@@ -618,7 +622,8 @@ void lk__rundir_close(lk__rundir *rd) {
   free(rd->dir);
   free(rd->ckpt_dir);
   free(rd->last_ckpt);
-  rd->dir = rd->ckpt_dir = rd->last_ckpt = NULL;
+  free(rd->source);
+  rd->dir = rd->ckpt_dir = rd->last_ckpt = rd->source = NULL;
 }
 
 /* ---- writing checkpoints ----------------------------------------------------
@@ -628,6 +633,11 @@ static int write_to(lk_run *run, const char *path) {
   const lk__tensors *ts = &run->env.tensors;
   if (run->rows.csv)
     run->state.metrics_rows = lk__metrics_rows(run->rows.csv);
+  /* The loggers record where they are in their state, which this
+   * checkpoint then carries with metrics.csv's row count. */
+  int rc = lk__loggers_save(run);
+  if (rc != 0)
+    return rc;
   return lk__ckpt_write(path, &run->state, &run->env.rng, ts->params,
                         ts->n_params, ts->states, ts->n_states);
 }

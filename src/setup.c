@@ -27,9 +27,9 @@ static int known_keys(const lk_config *cfg) {
   return 0;
 }
 
-/* callbacks = a, b: each one instance, listed once. */
-static int assign_callbacks(lk_run *run, const lk_config_entry *e) {
-  lk__registry *reg = &run->env.reg;
+/* callbacks = a, b (a key of several): each one instance, listed once. */
+static int assign_listed(lk_run *run, lk__kind_id k, const lk_config_entry *e) {
+  lk__listed *l = &run->env.reg.listed[k];
   char *list = lk__strdup(e->value), *save = NULL;
   if (!list)
     return lk__err(LK_ENOMEM, "out of memory");
@@ -42,22 +42,24 @@ static int assign_callbacks(lk_run *run, const lk_config_entry *e) {
     while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
       *--end = '\0';
     lk__instance *in = NULL;
-    if (reg->n_callbacks == LK__MAX_CALLBACKS)
-      rc = lk__err(LK_ECONFIG, "%s: more than %d callbacks", e->where,
-                   LK__MAX_CALLBACKS);
+    if (l->n == LK__MAX_LISTED)
+      rc = lk__err(LK_ECONFIG, "%s: more than %d %s", e->where, LK__MAX_LISTED,
+                   e->key);
     else
-      rc = lk__registry_assign(&run->env, LK__KIND_CALLBACK, t, e->where, &in);
-    /* One instance runs each hook once: listing it twice would run it
+      rc = lk__registry_assign(&run->env, k, t, e->where, &in);
+    /* One instance runs each entry once: listing it twice would run it
      * twice on the same state, silently; two instances need two names. */
-    for (size_t k = 0; rc == 0 && k < reg->n_callbacks; k++)
-      if (reg->callbacks[k] == in)
+    for (size_t i = 0; rc == 0 && i < l->n; i++)
+      if (l->in[i] == in)
         rc = lk__err(LK_ECONFIG,
-                     "%s: name %s is used twice in [plugins] callbacks: one "
-                     "instance would run every hook twice on the same state; "
+                     "%s: name %s is used twice in [plugins] %s: one "
+                     "instance would run every %s twice on the same state; "
                      "name each instance (NAME:PLUGIN, e.g. a:%s, b:%s)",
-                     e->where, in->name, in->desc->name, in->desc->name);
+                     e->where, in->name, e->key,
+                     k == LK__KIND_CALLBACK ? "hook" : "entry", in->desc->name,
+                     in->desc->name);
     if (rc == 0)
-      reg->callbacks[reg->n_callbacks++] = in;
+      l->in[l->n++] = in;
   }
   free(list);
   return rc;
@@ -118,7 +120,7 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
   if (is_none(e))
     return check_none(run, k, e);
   if (kind->many)
-    return e ? assign_callbacks(run, e) : 0;
+    return e ? assign_listed(run, k, e) : 0;
   if (e && (k == LK__KIND_OPTIMIZER || k == LK__KIND_SCHEDULER))
     return lk__optim_assign(run, k, e); /* one, or several named */
   const char *name = e ? e->value : kind->def;
@@ -190,12 +192,13 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
   if (rc != 0)
     return rc;
   lk__instance *step = reg->role[LK__KIND_STEP];
+  lk__listed *cbs = &reg->listed[LK__KIND_CALLBACK];
   bool listed = false;
-  for (size_t i = 0; i < reg->n_callbacks; i++)
-    listed = listed || reg->callbacks[i] == step;
+  for (size_t i = 0; i < cbs->n; i++)
+    listed = listed || cbs->in[i] == step;
   if (lk__kind_ops(step->desc, step->minor, &lk__kinds[LK__KIND_CALLBACK]) &&
       !listed)
-    reg->callbacks[reg->n_callbacks++] = step;
+    cbs->in[cbs->n++] = step;
   return check_roles(run, cfg);
 }
 
@@ -328,8 +331,9 @@ static bool declares(const lk_descriptor *d, const char *option) {
  * first listed is the one, as Lightning's trainer.checkpoint_callback. */
 static const lk__instance *best_keeper(const lk_run *run) {
   const lk__registry *reg = &run->env.reg;
-  for (size_t i = 0; i < reg->n_callbacks; i++) {
-    const lk__instance *cb = reg->callbacks[i];
+  const lk__listed *cbs = &reg->listed[LK__KIND_CALLBACK];
+  for (size_t i = 0; i < cbs->n; i++) {
+    const lk__instance *cb = cbs->in[i];
     if (declares(cb->desc, "monitor") && declares(cb->desc, "save_top_k") &&
         lk_opt_int(cb->opts, "save_top_k") != 0)
       return cb;

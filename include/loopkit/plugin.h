@@ -282,6 +282,55 @@ typedef struct lk_precision_ops {
                            bool *skip);
 } lk_precision_ops;
 
+/* logger (since ABI 1.5): where the rows of metrics.csv also go. A run
+ * has any number of loggers ([plugins] loggers = a, b), each fed every
+ * row, in the listed order; metrics.csv is written as it always is. Only
+ * the process that writes the run directory (rank 0) calls them. Every
+ * entry but log_metrics is optional.
+ * - start: once a training session starts (a resumed run's too), before
+ *   on_train_start and the first row; RUN says where and from what.
+ * - log_metrics: one row, as metrics.csv has it: the optimizer step
+ *   (metrics.csv's step column), the epoch, and the row's cells under
+ *   their column names ("loss", a step metric, "lr", "val_loss",
+ *   "test_acc", what a callback logged), empty cells left out. The names
+ *   and values are the host's, valid during the call.
+ * - save: a checkpoint is about to be written. Make every row logged so
+ *   far durable, and record in state tensors (lk_host_add_state) what a
+ *   run resumed from this checkpoint needs, e.g. the length of the
+ *   logger's file: the checkpoint carries them. A resumed run logs again
+ *   every row after its checkpoint (a killed run's last rows included):
+ *   start gets it, and a logger drops what it wrote after that point.
+ * - finalize: the session ended; STATUS is "success", "failed" or
+ *   "interrupted" (a signal; the checkpoint is written). Flush and close.
+ *   Not called when start was not. */
+typedef struct lk_logger_start {
+  const char *run_dir; /* the run directory this run writes */
+  const char *config;  /* the effective config, as config.ini holds it
+                          (without its "# resumed" lines) */
+  bool resumed;        /* the run continues from a checkpoint */
+  /* With resumed: whether the run goes on in the run directory that wrote
+   * the checkpoint (from its latest checkpoint), appending to what is
+   * there. Otherwise it writes a new run directory (a resume from any
+   * other checkpoint does), and resumed_from is the run directory that
+   * wrote the checkpoint, whose metrics.csv rows up to the checkpoint
+   * begin the new one's: copy from there what the new directory needs.
+   * resumed_from is NULL when the checkpoint is not in a run directory
+   * (metrics.csv then starts at the checkpoint's step). */
+  bool in_place;
+  const char *resumed_from;
+  uint64_t epoch, step; /* where the run starts: epochs and steps done */
+  uint64_t rows;        /* metrics.csv's data rows before the first row this
+                           session logs */
+} lk_logger_start;
+
+typedef struct lk_logger_ops {
+  int (*start)(void *self, const lk_logger_start *run);
+  int (*log_metrics)(void *self, uint64_t step, uint64_t epoch,
+                     const lk_metric *metrics, size_t n);
+  int (*save)(void *self);
+  int (*finalize)(void *self, const char *status);
+} lk_logger_ops;
+
 /* ---- the descriptor ----------------------------------------------------- */
 
 typedef struct lk_descriptor {
@@ -317,6 +366,7 @@ typedef struct lk_descriptor {
    * tensors' names, shapes and finiteness are checked already. NULL: the
    * state needs no check (any finite value is valid). */
   int (*check_state)(void *self);
+  const lk_logger_ops *logger; /* since ABI 1.5 */
   /* new kinds and entries go here, at the end */
 } lk_descriptor;
 

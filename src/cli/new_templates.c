@@ -29,6 +29,8 @@ const cli_new_kind cli_new_kinds[] = {
     {"callback", "every hook: logs progress and a grad_norm column",
      "data.csv"},
     {"precision", "dynamic loss scaling, float16 overflow emulated", NULL},
+    {"logger", "every metrics.csv row as a line of JSON, resumed in place",
+     "data.csv"},
     {NULL, NULL, NULL}};
 
 const cli_new_template *cli_new_template_find(const char *name) {

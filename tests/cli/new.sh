@@ -214,6 +214,37 @@ lk_in "$W/my_precision" inspect ./my_precision.so
 check "precision: loopkit inspect loads it as a precision plugin of ABI 1.5" \
   sh -c "grep -q '^kinds: *precision$' '$T/out' && grep -q '^abi: *1.5$' '$T/out'"
 
+# same_rows RUN: RUN/my_logger.jsonl holds RUN/metrics.csv's rows, one
+# line each, every set cell under its column name, to the bit.
+same_rows() {
+  python3 - "$1/metrics.csv" "$1/my_logger.jsonl" <<'PY'
+import json, sys
+rows = open(sys.argv[1]).read().splitlines()
+head, rows = rows[0].split(","), [r.split(",") for r in rows[1:]]
+lines = [json.loads(l) for l in open(sys.argv[2]).read().splitlines()]
+want = [dict([("step", int(r[0])), ("epoch", int(r[1]))] +
+             [(head[i], float(r[i])) for i in range(2, len(r)) if r[i]])
+        for r in rows]
+sys.exit(0 if lines == want and len(lines) > 10 else 1)
+PY
+}
+R=$W/my_logger/run
+check "logger: my_logger.jsonl has a line per metrics.csv row, the same step, epoch and cells" same_rows "$R"
+rows=$(($(wc -l <"$R/metrics.csv") - 1))
+check "logger: it logs where the rows go, and at the end how many went" sh -c "
+  grep -q '^my_logger: rows go to run/my_logger.jsonl from step 0 (a new run)\$' '$T/logger.out' &&
+  grep -q '^my_logger: $rows rows logged to run/my_logger.jsonl (success)\$' '$T/logger.out'"
+lk_in "$W/my_logger" train my_logger.ini --out run2 --set loop.keep_last=10
+lk_in "$W/my_logger" train my_logger.ini --resume run2/checkpoints/step-8.ckpt
+check "logger: resumed from an older checkpoint, in a new run directory" \
+  grep -q '^my_logger: rows go to runs/my_logger-1/my_logger.jsonl from step 8 (resumed in a new run directory)$' "$T/out"
+check "... whose my_logger.jsonl begins with the source's rows: every row once" \
+  same_rows "$W/my_logger/runs/my_logger-1"
+lk_in "$W/my_logger" train my_logger.ini --resume runs/my_logger-1/checkpoints/last.ckpt --set loop.max_epochs=7
+check "logger: resumed in place with more epochs, the file goes on: every row once" \
+  sh -c "grep -q '(resumed in place)\$' '$T/out' && test \$(wc -l <'$W/my_logger/runs/my_logger-1/metrics.csv') -gt $((rows + 1))"
+check "... and still matches metrics.csv" same_rows "$W/my_logger/runs/my_logger-1"
+
 # Under umask 002 the project is still one loopkit agrees to load: new
 # and the Makefile keep the directory and the plugin from group writes.
 (umask 002 && lk new shared --kind optimizer >/dev/null 2>&1 && build shared &&
