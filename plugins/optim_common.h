@@ -85,6 +85,32 @@ static inline int optim_new(lk_host *host, size_t size, size_t lists, double lr,
   return 0;
 }
 
+/* A list option of two values (betas, etas): OUT gets them; a config
+ * error naming NAME and what it means otherwise (a range cannot say how
+ * many values there are). */
+static inline int optim_two(lk_host *host, const lk_options *o,
+                            const char *name, const char *meaning,
+                            double out[2]) {
+  size_t n = 0;
+  const double *v = lk_opt_doubles(o, name, &n);
+  if (!v || n != 2)
+    return lk_fail(host, LK_ECONFIG, "option %s has %zu values: give two, %s",
+                   name, n, meaning);
+  out[0] = v[0];
+  out[1] = v[1];
+  return 0;
+}
+
+/* torch 1.13's step count of Adamax, ASGD, NAdam and RAdam is a float32
+ * 0-d tensor (torch.tensor(0.)) that each step adds 1 to: it counts
+ * exactly up to 2^24 and stays there. The new count, kept in c->step. */
+#define OPTIM_F32_MAX_COUNT 16777216.0
+static inline double optim_step_f32(optim_common *c) {
+  double *step = c->step->data;
+  *step = (double)((float)*step + 1.0f);
+  return *step;
+}
+
 /* OUT[i]: the state "PREFIX.PARAM" shaped like parameter i, zero-filled. */
 static inline int optim_param_states(const optim_common *c, const char *prefix,
                                      lk_tensor **out) {

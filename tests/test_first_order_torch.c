@@ -76,6 +76,20 @@ static const char *const rmsprop_settings[] = {"defaults",
 static const char *const adagrad_settings[] = {
     "defaults", "lr_decay", "weight_decay", "initial_accumulator",
     "eps",      "maximize", "mixed",        NULL};
+static const char *const adadelta_settings[] = {
+    "defaults", "rho_eps", "weight_decay", "maximize", "mixed", NULL};
+static const char *const adamax_settings[] = {"defaults",         "lr_betas",
+                                              "eps_weight_decay", "maximize",
+                                              "beta1_schedule",   NULL};
+static const char *const asgd_settings[] = {
+    "small_lr", "t0", "lambd_alpha", "weight_decay", "maximize", NULL};
+static const char *const nadam_settings[] = {
+    "defaults",       "lr_betas",       "eps_weight_decay",
+    "momentum_decay", "beta1_schedule", NULL};
+static const char *const radam_settings[] = {
+    "defaults", "lr_betas", "eps_weight_decay", "beta1_schedule", NULL};
+static const char *const rprop_settings[] = {"defaults", "etas",  "step_sizes",
+                                             "maximize", "mixed", NULL};
 
 /* Each optimizer: its settings, its default lr, the case its own tests
  * use (all of its state in play), the options of its f32 test (every
@@ -100,6 +114,18 @@ static const struct optimizer {
     {"adagrad", adagrad_settings, 0.01, "mixed", "rosenbrock n=2",
      "lr=0.05 lr_decay=0.01 weight_decay=0.01 initial_accumulator_value=0.1",
      NULL},
+    {"adadelta", adadelta_settings, 1, "mixed", "lstsq m=20 n=5",
+     "rho=0.9 eps=1e-4 weight_decay=0.01", NULL},
+    {"adamax", adamax_settings, 0.002, "eps_weight_decay", "lstsq m=20 n=5",
+     "lr=0.01 eps=1e-3 weight_decay=0.01", "beta1_schedule"},
+    {"asgd", asgd_settings, 0.01, "lambd_alpha", "lstsq m=20 n=5",
+     "lr=0.01 lambd=0.1 alpha=0.5 t0=5 weight_decay=0.01", NULL},
+    {"nadam", nadam_settings, 0.002, "eps_weight_decay", "lstsq m=20 n=5",
+     "lr=0.01 weight_decay=0.01 momentum_decay=0.1", "beta1_schedule"},
+    {"radam", radam_settings, 0.001, "eps_weight_decay", "lstsq m=20 n=5",
+     "lr=0.01 weight_decay=0.01", "beta1_schedule"},
+    {"rprop", rprop_settings, 0.01, "mixed", "lstsq m=20 n=5",
+     "lr=0.05 etas=0.6,1.1 step_sizes=1e-4,1", NULL},
 };
 #define N_OPTIMIZERS (sizeof optimizers / sizeof optimizers[0])
 
@@ -514,7 +540,7 @@ static void check_against_torch(const ref_case *c, const char *out,
 
 static void test_reference_complete(void **state) {
   (void)state;
-  assert_int_equal(n_cases, 165);
+  assert_int_equal(n_cases, 310);
   for (size_t i = 0; i < n_cases; i++) {
     const ref_case *c = &cases[i];
     if (!c->found)

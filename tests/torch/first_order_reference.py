@@ -110,6 +110,50 @@ SETTINGS = [
         ("mixed", dict(lr=0.05, lr_decay=0.1, weight_decay=0.01,
                        initial_accumulator_value=0.1, eps=1e-6)),
     ]),
+    ("adadelta", torch.optim.Adadelta, [
+        ("defaults", {}),
+        ("rho_eps", dict(lr=0.5, rho=0.95, eps=1e-4)),
+        ("weight_decay", dict(weight_decay=0.1)),
+        ("maximize", dict(maximize=True)),
+        ("mixed", dict(lr=2.0, rho=0.8, eps=1e-5, weight_decay=0.01)),
+    ]),
+    ("adamax", torch.optim.Adamax, [
+        ("defaults", {}),
+        ("lr_betas", dict(lr=0.02, betas=(0.8, 0.95))),
+        ("eps_weight_decay", dict(lr=0.01, eps=1e-3, weight_decay=0.1)),
+        ("maximize", dict(maximize=True)),
+        ("beta1_schedule", dict(lr=0.01), [0.9, 0.5, 0.0, 0.95]),
+    ]),
+    # Plain gradient steps: lr 0.01, the default, diverges on Rosenbrock.
+    ("asgd", torch.optim.ASGD, [
+        ("small_lr", dict(lr=0.001)),
+        ("t0", dict(lr=0.001, t0=10.0)),
+        ("lambd_alpha", dict(lr=0.0005, lambd=0.1, alpha=0.5, t0=5.0)),
+        ("weight_decay", dict(lr=0.001, weight_decay=0.1, t0=20.0)),
+        ("maximize", dict(lr=1e-06, maximize=True)),
+    ]),
+    ("nadam", torch.optim.NAdam, [
+        ("defaults", {}),
+        ("lr_betas", dict(lr=0.02, betas=(0.8, 0.95))),
+        ("eps_weight_decay", dict(lr=0.01, eps=1e-3, weight_decay=0.1)),
+        ("momentum_decay", dict(lr=0.01, momentum_decay=0.1)),
+        ("beta1_schedule", dict(lr=0.01), [0.9, 0.5, 0.0, 0.95]),
+    ]),
+    # Its first steps (rho_t <= 5) are plain momentum steps of lr: small
+    # ones, or Rosenbrock n=100 diverges.
+    ("radam", torch.optim.RAdam, [
+        ("defaults", {}),
+        ("lr_betas", dict(lr=0.0005, betas=(0.8, 0.95))),
+        ("eps_weight_decay", dict(lr=0.0005, eps=1e-3, weight_decay=0.1)),
+        ("beta1_schedule", dict(lr=0.001), [0.9, 0.5, 0.0, 0.95]),
+    ]),
+    ("rprop", torch.optim.Rprop, [
+        ("defaults", {}),
+        ("etas", dict(etas=(0.3, 1.5))),
+        ("step_sizes", dict(lr=0.1, step_sizes=(0.001, 0.05))),
+        ("maximize", dict(maximize=True)),
+        ("mixed", dict(lr=0.05, etas=(0.6, 1.1), step_sizes=(1e-4, 1.0))),
+    ]),
 ]
 
 PROBLEMS = [("rosenbrock", dict(n=2)), ("rosenbrock", dict(n=100)),
