@@ -855,6 +855,64 @@ static void test_refused_options(void **state) {
                  "adagrad.lr_decay = -1: must be >= 0");
   expect_refused("adagrad", "eps=-1 initial_accumulator_value=-1",
                  "adagrad.initial_accumulator_value = -1: must be >= 0");
+
+  expect_refused("adadelta", "lr=-1", "adadelta.lr = -1: must be >= 0");
+  expect_refused("adadelta", "rho=1.5",
+                 "adadelta.rho = 1.5: must be >= 0 and <= 1");
+  expect_refused("adadelta", "rho=-0.1",
+                 "adadelta.rho = -0.1: must be >= 0 and <= 1");
+  expect_refused("adadelta", "eps=-1", "adadelta.eps = -1: must be >= 0");
+  expect_refused("adadelta", "weight_decay=-1",
+                 "adadelta.weight_decay = -1: must be >= 0");
+  /* torch's order: lr, rho, eps, weight_decay. */
+  expect_refused("adadelta", "weight_decay=-1 eps=-1 rho=2",
+                 "adadelta.rho = 2: must be >= 0 and <= 1");
+  expect_refused("adadelta", "weight_decay=-1 eps=-1",
+                 "adadelta.eps = -1: must be >= 0");
+
+  /* Adamax, NAdam and RAdam check as Adam does. */
+  static const char *const betas[] = {"adamax", "nadam", "radam"};
+  for (int i = 0; i < 3; i++) {
+    const char *o = betas[i];
+    expect_refused_as(o, "lr=-0.1", "%s.lr = -0.1: must be >= 0");
+    expect_refused_as(o, "eps=-1e-8", "%s.eps = -1e-8: must be >= 0");
+    expect_refused_as(o, "betas=-0.1,0.999",
+                      "%s.betas = -0.1,0.999: value 1 must be >= 0 and < 1");
+    expect_refused_as(o, "betas=0.9,1",
+                      "%s.betas = 0.9,1: value 2 must be >= 0 and < 1");
+    expect_refused_as(o, "betas=0.9", "betas has 1 values");
+    expect_refused_as(o, "betas=0.9,0.99,0.999", "betas has 3 values");
+    expect_refused_as(o, "weight_decay=-0.01",
+                      "%s.weight_decay = -0.01: must be >= 0");
+    expect_refused_as(o, "weight_decay=-1 betas=2,0 eps=-1",
+                      "%s.eps = -1: must be >= 0");
+    expect_refused_as(o, "weight_decay=-1 betas=2,0",
+                      "%s.betas = 2,0: value 1 must be >= 0 and < 1");
+  }
+  expect_refused("nadam", "momentum_decay=-1",
+                 "nadam.momentum_decay = -1: must be >= 0");
+  expect_refused("nadam", "momentum_decay=-1 weight_decay=-1",
+                 "nadam.weight_decay = -1: must be >= 0");
+
+  /* ASGD checks lr and weight_decay only. */
+  expect_refused("asgd", "lr=-1", "asgd.lr = -1: must be >= 0");
+  expect_refused("asgd", "weight_decay=-1",
+                 "asgd.weight_decay = -1: must be >= 0");
+  expect_refused("asgd", "weight_decay=-1 lr=-1", "asgd.lr = -1: must be >= 0");
+  expect_refused("asgd", "t0=nan", "asgd.t0 = nan: must be a finite number");
+
+  /* Rprop: lr, then 0 < etaminus < 1 < etaplus. */
+  expect_refused("rprop", "lr=-1", "rprop.lr = -1: must be >= 0");
+  expect_refused("rprop", "etas=0,1.2",
+                 "rprop.etas = 0,1.2: value 1 must be > 0");
+  expect_refused("rprop", "etas=1,1.2",
+                 "option etas = 1,1.2: invalid eta values, 0 < etaminus < 1 "
+                 "< etaplus is needed");
+  expect_refused("rprop", "etas=0.5,1",
+                 "option etas = 0.5,1: invalid eta values");
+  expect_refused("rprop", "etas=0.5", "etas has 1 values");
+  expect_refused("rprop", "step_sizes=1e-6", "step_sizes has 1 values");
+  expect_refused("rprop", "etas=1,1 lr=-1", "rprop.lr = -1: must be >= 0");
 }
 
 /* sgd and rmsprop created with momentum = 0 keep no momentum buffers: a

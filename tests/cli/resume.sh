@@ -148,6 +148,38 @@ train "$T/rop.ini" --resume "$T/rop-kill/checkpoints/last.ckpt"
 check "reduce_on_plateau resumed mid-epoch: the same rates, the same weights" \
   equal "$T/rop-ref" "$T/rop-kill"
 
+# Every first-order optimizer, killed after its second checkpoint and
+# resumed, ends as the uninterrupted run: every state it keeps (buffers,
+# counters, ASGD's eta, mu and average, NAdam's mu_product) is in the
+# checkpoint. With a momentum that changes every step (momsched, a test
+# scheduler that keeps no state of its own), the momentum's too.
+for opt in sgd adam adamw rmsprop adagrad adadelta adamax asgd nadam radam rprop; do
+  for sched in none momsched; do
+    case $sched:$opt in
+    momsched:adagrad | momsched:adadelta | momsched:asgd | momsched:rprop)
+      continue ;; # no momentum
+    esac
+    {
+      printf '[loop]\nmax_epochs = 3\ncheckpoint_every_n_steps = 3\n'
+      printf '[plugins]\nstep = linreg\ndata = synthetic\nprofiler = killer\n'
+      printf 'optimizer = %s\n' $opt
+      [ $sched = none ] || printf 'scheduler = momsched\n[momsched]\nvalues = 0.9,0.5,0,0.7\n'
+      printf '[synthetic]\nn_train = 16\nbatch_size = 4\n'
+      case $opt in
+      sgd | rmsprop) printf '[%s]\nmomentum = 0.9\n' $opt ;;
+      asgd) printf '[asgd]\nt0 = 2\n' ;; # averaging from step 3 on
+      esac
+    } >"$T/opt.ini"
+    rm -rf "$T/opt-ref" "$T/opt-kill"
+    train "$T/opt.ini" --out "$T/opt-ref"
+    LK_KILL=checkpoint_save/end:2 train "$T/opt.ini" --out "$T/opt-kill"
+    killed=$(rows loss "$T/opt-kill/metrics.csv")
+    train "$T/opt.ini" --resume "$T/opt-kill/checkpoints/last.ckpt"
+    check "$opt (scheduler: $sched): killed after step $killed of 12, resumed, equal to the uninterrupted run" \
+      eval 'same "$killed" 6 && equal "$T/opt-ref" "$T/opt-kill"'
+  done
+done
+
 # ---- 2. nothing a checkpoint says is trusted ----
 
 # refused CONFIG EDIT PATTERN: the last checkpoint of run CONFIG-ref,
