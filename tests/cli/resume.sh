@@ -272,6 +272,36 @@ refused rp "reduce_on_plateau.cooldown_counter[0]=9" "cooldown_counter\[0\] = 9:
 refused rp "rmsprop.square_avg.weight[1]=-0.5" "state rmsprop.square_avg.weight\[1\] = -0.5"
 refused rp "rmsprop.momentum[0]=-1" "state rmsprop.momentum\[0\] = -1"
 
+# The new optimizers' state: counts (torch's float32 ones stop at 2^24),
+# averages of squares, ASGD's mu, NAdam's mu_product, Rprop's step sizes.
+for opt in adadelta adamax asgd nadam radam rprop; do
+  config "o$opt" <<INI
+[loop]
+max_steps = 4
+[plugins]
+step = linreg
+optimizer = $opt
+data = synthetic
+[synthetic]
+n_train = 16
+batch_size = 4
+INI
+  train "$T/o$opt.ini" --out "$T/o$opt-ref"
+done
+refused oadadelta "adadelta.acc_delta.weight[0]=-1" "state adadelta.acc_delta.weight\[0\] = -1"
+refused oadadelta "adadelta.step[0]=0.5" "state adadelta.step\[0\] = 0.5: expected a whole number"
+refused oadamax "adamax.step[0]=16777217" "state adamax.step\[0\] = 16777217: expected a whole number in \[0, 16777216\]"
+refused oadamax "adamax.exp_inf.bias[0]=-1" "state adamax.exp_inf.bias\[0\] = -1"
+refused oadamax "adamax.beta1[0]=-1" "state adamax.beta1\[0\] = -1"
+refused oasgd "asgd.mu[0]=2" "state asgd.mu\[0\] = 2: expected a number in \[0, 1\]"
+refused oasgd "asgd.step[0]=1.5" "state asgd.step\[0\] = 1.5"
+refused onadam "nadam.mu_product[0]=-0.5" "state nadam.mu_product\[0\] = -0.5"
+refused onadam "nadam.exp_avg_sq.weight[1]=-1" "state nadam.exp_avg_sq.weight\[1\] = -1"
+refused oradam "radam.exp_avg_sq.bias[0]=-1" "state radam.exp_avg_sq.bias\[0\] = -1"
+refused oradam "radam.step[0]=-1" "state radam.step\[0\] = -1"
+refused orprop "rprop.step_size.weight[0]=-0.01" "state rprop.step_size.weight\[0\] = -0.01"
+refused orprop "rprop.lr[0]=-1" "state rprop.lr\[0\] = -1"
+
 # The metrics row count, resumed in place: more rows than the file has.
 cp -r "$T/es-kill" "$T/es-rows"
 $EDIT "$T/es-kill/checkpoints/last.ckpt" "$T/es-rows/checkpoints/last.ckpt" loop.metrics_rows=5000
