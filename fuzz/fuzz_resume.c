@@ -54,6 +54,18 @@ static const char *const configs[] = {
     "max_iter = 4\nline_search_fn = strong_wolfe\n",
     "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
     "optimizer = sam\n[sam]\nbase = adam\n[adam]\nlr = 0.01\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = adadelta\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = adamax\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = asgd\n[asgd]\nlr = 0.001\nt0 = 2\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = nadam\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = radam\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = rprop\n",
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 

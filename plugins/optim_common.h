@@ -1,6 +1,7 @@
 /* What the optimizer plugins share: the start of create (the parameters,
  * the struct, the per-parameter buffer lists, the learning rate and step
- * counter as host state), the learning rate entries, the checks every step
+ * counter as host state), the learning rate entries, the momentum a
+ * scheduler may cycle (host state too) and its entries, the checks every step
  * makes before it touches a parameter, and the check of the state a
  * checkpoint restores. Their options' ranges are declared in their option
  * tables and enforced by the host (ABI 1.4), so nothing here checks them.
@@ -28,8 +29,11 @@
 /* The first member of each optimizer's struct. */
 typedef struct optim_common {
   lk_host *host;
-  lk_tensor *lr;    /* [1] f64, host state: a scheduler changes it */
-  lk_tensor *step;  /* [1] f64, host state: steps taken; NULL: not kept */
+  lk_tensor *lr;   /* [1] f64, host state: a scheduler changes it */
+  lk_tensor *step; /* [1] f64, host state: steps taken; NULL: not kept */
+  /* [1] f64, host state: what a scheduler cycles (torch's momentum, or
+   * beta1 of the adam family), read at every step; NULL: none. */
+  lk_tensor *momentum;
   size_t n;         /* parameters at create time */
   lk_tensor **bufs; /* lists x n per-parameter buffers, in one block */
 } optim_common;
@@ -81,6 +85,32 @@ static inline int optim_new(lk_host *host, size_t size, size_t lists, double lr,
   return 0;
 }
 
+/* A list option of two values (betas, etas): OUT gets them; a config
+ * error naming NAME and what it means otherwise (a range cannot say how
+ * many values there are). */
+static inline int optim_two(lk_host *host, const lk_options *o,
+                            const char *name, const char *meaning,
+                            double out[2]) {
+  size_t n = 0;
+  const double *v = lk_opt_doubles(o, name, &n);
+  if (!v || n != 2)
+    return lk_fail(host, LK_ECONFIG, "option %s has %zu values: give two, %s",
+                   name, n, meaning);
+  out[0] = v[0];
+  out[1] = v[1];
+  return 0;
+}
+
+/* torch 1.13's step count of Adamax, ASGD, NAdam and RAdam is a float32
+ * 0-d tensor (torch.tensor(0.)) that each step adds 1 to: it counts
+ * exactly up to 2^24 and stays there. The new count, kept in c->step. */
+#define OPTIM_F32_MAX_COUNT 16777216.0
+static inline double optim_step_f32(optim_common *c) {
+  double *step = c->step->data;
+  *step = (double)((float)*step + 1.0f);
+  return *step;
+}
+
 /* OUT[i]: the state "PREFIX.PARAM" shaped like parameter i, zero-filled. */
 static inline int optim_param_states(const optim_common *c, const char *prefix,
                                      lk_tensor **out) {
@@ -113,6 +143,27 @@ static inline double optim_get_lr(void *self) {
 
 static inline void optim_set_lr(void *self, double lr) {
   *(double *)((optim_common *)self)->lr->data = lr;
+}
+
+/* The host state NAME ("momentum", "beta1") = VALUE, which get_momentum
+ * and set_momentum (ABI 1.5) reach. It exists whatever the headers, so
+ * that a build against older ones writes the same checkpoints. On failure
+ * the caller destroys C. */
+static inline int optim_add_momentum(optim_common *c, const char *name,
+                                     double value) {
+  size_t one = 1;
+  int rc = lk_host_add_state(c->host, name, LK_F64, 1, &one, &c->momentum);
+  if (rc == 0)
+    *(double *)c->momentum->data = value;
+  return rc;
+}
+
+static inline double optim_get_momentum(void *self) {
+  return *(const double *)((const optim_common *)self)->momentum->data;
+}
+
+static inline void optim_set_momentum(void *self, double momentum) {
+  *(double *)((optim_common *)self)->momentum->data = momentum;
 }
 
 /* Before a step touches anything: the parameters are those of create, and
@@ -192,11 +243,15 @@ static inline void optim_scatter(lk_tensor *const *p, size_t np,
 }
 
 #if LK_ABI_MINOR >= 4
-/* For check_state: a rate >= 0 and, when kept, a whole step count. */
+/* For check_state: a rate >= 0, when kept, a whole step count, and a
+ * momentum as lk_host_set_momentum takes it (finite, >= 0: what a
+ * scheduler may have set, not only what the options allow). */
 static inline int optim_check_state(const optim_common *c) {
   int rc = lk_state_check(c->host, c->lr, 0, DBL_MAX, false);
   if (rc == 0 && c->step)
     rc = lk_state_check(c->host, c->step, 0, LK_STATE_MAX_COUNT, true);
+  if (rc == 0 && c->momentum)
+    rc = lk_state_check(c->host, c->momentum, 0, DBL_MAX, false);
   return rc;
 }
 

@@ -174,6 +174,12 @@ refused optimizer=adam betas=0.9,1 "value 2 must be >= 0 and < 1"
 refused optimizer=adamw eps=-1 "must be >= 0"
 refused optimizer=rmsprop alpha=-1 "must be >= 0"
 refused optimizer=adagrad initial_accumulator_value=-1 "must be >= 0"
+refused optimizer=adadelta rho=1.5 "must be >= 0 and <= 1"
+refused optimizer=adamax betas=1,0.999 "value 1 must be >= 0 and < 1"
+refused optimizer=asgd weight_decay=-1 "must be >= 0"
+refused optimizer=nadam momentum_decay=-1 "must be >= 0"
+refused optimizer=radam eps=-1 "must be >= 0"
+refused optimizer=rprop etas=0,1.2 "value 1 must be > 0"
 refused optimizer=lbfgs history_size=0 "must be >= 1"
 refused optimizer=sam rho=-0.1 "must be >= 0"
 refused scheduler=step_lr step_size=0 "must be >= 1"
@@ -197,6 +203,15 @@ expect 0 'trained 1 steps' "sgd: lr = 0 and momentum = 0 (closed ends) are taken
   -- train "$T/base.ini" --out "$T/ends1" --set sgd.lr=0 --set sgd.momentum=0
 expect 0 'trained 1 steps' "adam: betas = 0,0 and eps = 0 are taken" \
   -- train "$T/base.ini" --out "$T/ends2" --set plugins.optimizer=adam --set adam.betas=0,0 --set adam.eps=0
+expect 0 'trained 1 steps' "adadelta: rho = 0 and rho = 1 (closed ends) are taken" \
+  -- train "$T/base.ini" --out "$T/ends5" --set plugins.optimizer=adadelta --set adadelta.rho=1
+expect 0 'trained 1 steps' "... rho = 0 too" \
+  -- train "$T/base.ini" --out "$T/ends6" --set plugins.optimizer=adadelta --set adadelta.rho=0
+# Rprop's etas: one value against another, which no range says: refused
+# when the plugin starts, status 2, naming the option and torch's check.
+expect 2 'option etas = 0.5,1: invalid eta values, 0 < etaminus < 1 < etaplus is needed' \
+  "rprop: etas = 0.5,1 is refused" -- train "$T/base.ini" --out "$T/etas" \
+  --set plugins.optimizer=rprop --set rprop.etas=0.5,1
 expect 0 'trained 1 steps' "linear_warmup: start_factor = 1, end_factor = 0, total_iters = 1 are taken" \
   -- train "$T/base.ini" --out "$T/ends3" --set plugins.scheduler=linear_warmup \
   --set linear_warmup.start_factor=1 --set linear_warmup.end_factor=0 --set linear_warmup.total_iters=1

@@ -148,6 +148,40 @@ train "$T/rop.ini" --resume "$T/rop-kill/checkpoints/last.ckpt"
 check "reduce_on_plateau resumed mid-epoch: the same rates, the same weights" \
   equal "$T/rop-ref" "$T/rop-kill"
 
+# Every first-order optimizer, killed after its second checkpoint and
+# resumed, ends as the uninterrupted run: every state it keeps (buffers,
+# counters, ASGD's eta, mu and average, NAdam's mu_product) is in the
+# checkpoint. With a momentum that changes every step (momsched, a test
+# scheduler that keeps no state of its own), the momentum's too: for sgd
+# and nadam here (test_first_order_torch resumes every optimizer that has
+# a momentum so, against torch's iterates).
+for opt in sgd adam adamw rmsprop adagrad adadelta adamax asgd nadam radam rprop; do
+  for sched in none momsched; do
+    case $sched:$opt in
+    none:* | momsched:sgd | momsched:nadam) ;;
+    *) continue ;;
+    esac
+    {
+      printf '[loop]\nmax_epochs = 3\ncheckpoint_every_n_steps = 3\n'
+      printf '[plugins]\nstep = linreg\ndata = synthetic\nprofiler = killer\n'
+      printf 'optimizer = %s\n' $opt
+      [ $sched = none ] || printf 'scheduler = momsched\n[momsched]\nvalues = 0.9,0.5,0,0.7\n'
+      printf '[synthetic]\nn_train = 16\nbatch_size = 4\n'
+      case $opt in
+      sgd | rmsprop) printf '[%s]\nmomentum = 0.9\n' $opt ;;
+      asgd) printf '[asgd]\nt0 = 2\n' ;; # averaging from step 3 on
+      esac
+    } >"$T/opt.ini"
+    rm -rf "$T/opt-ref" "$T/opt-kill"
+    train "$T/opt.ini" --out "$T/opt-ref"
+    LK_KILL=checkpoint_save/end:2 train "$T/opt.ini" --out "$T/opt-kill"
+    killed=$(rows loss "$T/opt-kill/metrics.csv")
+    train "$T/opt.ini" --resume "$T/opt-kill/checkpoints/last.ckpt"
+    check "$opt (scheduler: $sched): killed after step $killed of 12, resumed, equal to the uninterrupted run" \
+      eval 'same "$killed" 6 && equal "$T/opt-ref" "$T/opt-kill"'
+  done
+done
+
 # ---- 2. nothing a checkpoint says is trusted ----
 
 # refused CONFIG EDIT PATTERN: the last checkpoint of run CONFIG-ref,
@@ -169,6 +203,7 @@ refused es progress.epoch=9007199254740993 "epoch = 9007199254740993 is beyond a
 refused es loop.epoch_losses=5 "epoch_losses = 5 is more than the batches done"
 refused es rng=0 "random generator's state is all zero"
 refused es "sgd.lr[0]=-0.1" "state of plugin sgd: state sgd.lr\[0\] = -0.10000000000000001: expected a number in \[0,"
+refused es "sgd.momentum[0]=-0.5" "state of plugin sgd: state sgd.momentum\[0\] = -0.5: expected a number in \[0,"
 refused es "early_stopping.has_best[0]=2" "state of plugin early_stopping: state early_stopping.has_best\[0\] = 2: expected a whole number in \[0, 1\]"
 refused es "early_stopping.wait[0]=0.5" "state early_stopping.wait\[0\] = 0.5: expected a whole number"
 
@@ -198,6 +233,7 @@ refused ck "checkpoint.n_kept[0]=1000" "state checkpoint.n_kept\[0\] = 1000: exp
 refused ck "checkpoint.kept[1]=-3" "kept entry 0 has epoch -3"
 refused ck "adam.step[0]=1.5" "state adam.step\[0\] = 1.5"
 refused ck "adam.exp_avg_sq.weight[0]=-1" "state adam.exp_avg_sq.weight\[0\] = -1"
+refused ck "adam.beta1[0]=-0.1" "state adam.beta1\[0\] = -0.10000000000000001"
 refused ck "ema.flags[0]=0.5" "state ema.flags\[0\] = 0.5"
 refused ck "step_lr.last_epoch[0]=-1" "state step_lr.last_epoch\[0\] = -1"
 refused ck "step_lr.base_lr[0]=-1" "state step_lr.base_lr\[0\] = -1"
@@ -236,6 +272,37 @@ train "$T/rp.ini" --out "$T/rp-ref"
 refused rp "reduce_on_plateau.best_inf[0]=3" "state reduce_on_plateau.best_inf\[0\] = 3: expected a whole number in \[-1, 1\]"
 refused rp "reduce_on_plateau.cooldown_counter[0]=9" "cooldown_counter\[0\] = 9: expected a whole number in \[0, 2\]"
 refused rp "rmsprop.square_avg.weight[1]=-0.5" "state rmsprop.square_avg.weight\[1\] = -0.5"
+refused rp "rmsprop.momentum[0]=-1" "state rmsprop.momentum\[0\] = -1"
+
+# The new optimizers' state: counts (torch's float32 ones stop at 2^24),
+# averages of squares, ASGD's mu, NAdam's mu_product, Rprop's step sizes.
+for opt in adadelta adamax asgd nadam radam rprop; do
+  config "o$opt" <<INI
+[loop]
+max_steps = 4
+[plugins]
+step = linreg
+optimizer = $opt
+data = synthetic
+[synthetic]
+n_train = 16
+batch_size = 4
+INI
+  train "$T/o$opt.ini" --out "$T/o$opt-ref"
+done
+refused oadadelta "adadelta.acc_delta.weight[0]=-1" "state adadelta.acc_delta.weight\[0\] = -1"
+refused oadadelta "adadelta.step[0]=0.5" "state adadelta.step\[0\] = 0.5: expected a whole number"
+refused oadamax "adamax.step[0]=16777217" "state adamax.step\[0\] = 16777217: expected a whole number in \[0, 16777216\]"
+refused oadamax "adamax.exp_inf.bias[0]=-1" "state adamax.exp_inf.bias\[0\] = -1"
+refused oadamax "adamax.beta1[0]=-1" "state adamax.beta1\[0\] = -1"
+refused oasgd "asgd.mu[0]=2" "state asgd.mu\[0\] = 2: expected a number in \[0, 1\]"
+refused oasgd "asgd.step[0]=1.5" "state asgd.step\[0\] = 1.5"
+refused onadam "nadam.mu_product[0]=-0.5" "state nadam.mu_product\[0\] = -0.5"
+refused onadam "nadam.exp_avg_sq.weight[1]=-1" "state nadam.exp_avg_sq.weight\[1\] = -1"
+refused oradam "radam.exp_avg_sq.bias[0]=-1" "state radam.exp_avg_sq.bias\[0\] = -1"
+refused oradam "radam.step[0]=-1" "state radam.step\[0\] = -1"
+refused orprop "rprop.step_size.weight[0]=-0.01" "state rprop.step_size.weight\[0\] = -0.01"
+refused orprop "rprop.lr[0]=-1" "state rprop.lr\[0\] = -1"
 
 # The metrics row count, resumed in place: more rows than the file has.
 cp -r "$T/es-kill" "$T/es-rows"

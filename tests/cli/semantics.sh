@@ -179,7 +179,7 @@ optimizer = sgd
 [probe]
 nan_loss_at = 0
 INI
-for opt in sgd adam adamw rmsprop adagrad lbfgs sam; do
+for opt in sgd adam adamw rmsprop adagrad adadelta adamax asgd nadam radam rprop lbfgs sam; do
   "$LOOPKIT" train "$T/nanopt.ini" --out "$T/nan-$opt" --quiet --set plugins.optimizer=$opt >/dev/null 2>&1
   check "$opt: a NaN from the closure leaves the parameters untouched" \
     test "$(value 'w[0]' "$T/nan-$opt/checkpoints/last.ckpt"):$(value 'w[1]' "$T/nan-$opt/checkpoints/last.ckpt")" = 1:1

@@ -6,7 +6,8 @@
 # for byte with the uninterrupted run: `loopkit dump`, metrics.csv and
 # last.ckpt. Configs cover early stopping, the checkpoint callback, ema,
 # reduce_on_plateau at epoch and step intervals, accumulation, L-BFGS,
-# SAM, manual optimization and, with MPI, two ranks.
+# SAM, manual optimization, a momentum a scheduler changes and, with MPI,
+# two ranks.
 #
 # make check runs the short mode (LK_SOAK_KILLS=2 kills per config, one
 # round). The long mode, run by hand:
@@ -295,13 +296,31 @@ lr = 0.01
 momentum = 0.9
 INI
 
+# A momentum that a scheduler changes every step (momsched, a test
+# scheduler that keeps no state: the momentum is the optimizer's).
+config momentum <<INI
+[loop]
+max_epochs = 4
+checkpoint_every_n_steps = 3
+[plugins]
+step = linreg
+optimizer = nadam
+scheduler = momsched
+$data
+$syn
+[nadam]
+lr = 0.02
+[momsched]
+values = 0.9,0.5,0,0.95,0.7
+INI
+
 if [ -n "${LK_SANITIZE:-}" ] && [ -z "${LK_SOAK_KILLS:-}" ]; then
   # A state test, not a memory one: the plain builds run it.
   echo "ok 1 # SKIP soak in a sanitizer build"
   echo "1..1"
   exit 0
 fi
-for c in es ckpt rop_epoch rop_step accum lbfgs sam manual; do
+for c in es ckpt rop_epoch rop_step accum lbfgs sam manual momentum; do
   soak $c
 done
 

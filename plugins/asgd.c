@@ -1,0 +1,162 @@
+/* asgd: averaged stochastic gradient descent as torch.optim.ASGD 1.13
+ * (_single_tensor_asgd), with its option names, defaults and checks.
+ *
+ * Each step decays the parameters by 1 - lambd * eta, takes a gradient
+ * step of eta, and updates ax, the running average of the parameters
+ * (which the update does not read: it is the averaged model, kept as
+ * state). eta and mu are torch's float32 0-d tensors: eta starts as the
+ * rate at the first step, and after step t becomes
+ * lr / (1 + lambd * lr * t)^alpha, mu 1 / max(1, t - t0), each computed in
+ * Python float (double) and rounded to float. The step count is torch's
+ * float32 tensor's too (optim_step_f32).
+ *
+ * The iterates match torch's to the last bit. Torch's CPU kernels fuse
+ * grad.add(p, alpha=wd) into fma(wd, p, g) and param.add_(g, alpha=-eta)
+ * into fma(-eta, g, p); param.mul_(1 - lambd*eta) and
+ * ax.add_(param.sub(ax).mul(mu)) round at each operation. So this file
+ * must be compiled with -ffp-contract=off. f32 parameters are updated in
+ * float with each scalar rounded to float, as torch does. ASGD has no
+ * momentum for a scheduler to cycle. */
+#include <math.h>
+#include <stdlib.h>
+
+#include <loopkit/loopkit.h>
+
+#include "fma_clones.h"
+#include "optim_common.h"
+
+typedef struct asgd {
+  optim_common c; /* lr, step (torch's state_steps); bufs: ax */
+  double lambd, alpha, t0, weight_decay;
+  bool maximize;
+  lk_tensor *eta, *mu; /* [1] f32 host state, as torch's */
+} asgd;
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  void *mem = NULL;
+  int rc = optim_new(host, sizeof(asgd), 1, lk_opt_double(o, "lr"), true, &mem);
+  if (rc != 0)
+    return rc;
+  asgd *s = mem;
+  s->lambd = lk_opt_double(o, "lambd");
+  s->alpha = lk_opt_double(o, "alpha");
+  s->t0 = lk_opt_double(o, "t0");
+  s->weight_decay = lk_opt_double(o, "weight_decay");
+  s->maximize = lk_opt_bool(o, "maximize");
+  size_t one = 1;
+  rc = lk_host_add_state(host, "eta", LK_F32, 1, &one, &s->eta);
+  if (rc == 0)
+    rc = lk_host_add_state(host, "mu", LK_F32, 1, &one, &s->mu);
+  if (rc == 0)
+    rc = optim_param_states(&s->c, "ax", s->c.bufs);
+  if (rc != 0) {
+    optim_destroy(s);
+    return rc;
+  }
+  /* torch sets eta and mu at the first step; a resume overwrites them. */
+  *(float *)s->mu->data = 1;
+  *self = s;
+  return 0;
+}
+
+/* A checkpoint's values: the rate, torch's float32 step count, and mu,
+ * which is 1 / max(1, t - t0) (eta may be any finite number: lambd and
+ * alpha have no range in torch). */
+static int check_state(void *self) {
+  asgd *s = self;
+  int rc = optim_check_state(&s->c);
+  if (rc == 0)
+    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
+  return rc ? rc : lk_state_check(s->c.host, s->mu, 0, 1, false);
+}
+
+/* One parameter in double with the step's eta and mu. */
+FMA_CLONES static void update_f64(const asgd *s, double eta, double mu,
+                                  double *p, const double *grad, double *ax,
+                                  size_t numel) {
+  double decay = 1 - s->lambd * eta, wd = s->weight_decay;
+  for (size_t k = 0; k < numel; k++) {
+    double g = s->maximize ? -grad[k] : grad[k];
+    if (wd != 0)
+      g = fma(wd, p[k], g);
+    p[k] = p[k] * decay;
+    p[k] = fma(-eta, g, p[k]);
+    ax[k] = mu != 1 ? ax[k] + (p[k] - ax[k]) * mu : p[k];
+  }
+}
+
+/* The same in float: torch rounds the Python scalars to the tensor's type
+ * (eta and mu are floats already). */
+FMA_CLONES static void update_f32(const asgd *s, double eta, double mu,
+                                  float *p, const float *grad, float *ax,
+                                  size_t numel) {
+  float decay = (float)(1 - s->lambd * eta), wd = (float)s->weight_decay;
+  float neg_eta = (float)-eta, m = (float)mu;
+  for (size_t k = 0; k < numel; k++) {
+    float g = s->maximize ? -grad[k] : grad[k];
+    if (s->weight_decay != 0)
+      g = fmaf(wd, p[k], g);
+    p[k] = p[k] * decay;
+    p[k] = fmaf(neg_eta, g, p[k]);
+    ax[k] = mu != 1 ? ax[k] + (p[k] - ax[k]) * m : p[k];
+  }
+}
+
+static int step(void *self, lk_tensor *const *params, size_t n,
+                lk_closure_fn closure) {
+  asgd *s = self;
+  if (closure && !isfinite(closure()))
+    return 0; /* the evaluation failed or gave no loss: leave params be */
+  int rc = optim_check_params(&s->c, params, n, s->c.bufs);
+  if (rc != 0)
+    return rc;
+  float *eta = s->eta->data, *mu = s->mu->data;
+  double lr = optim_get_lr(s);
+  if (((double *)s->c.step->data)[0] == 0) { /* torch's state init */
+    *eta = (float)lr;
+    *mu = 1;
+  }
+  /* torch counts steps per parameter; they all step together here. */
+  double step = optim_step_f32(&s->c);
+  for (size_t i = 0; i < n; i++) {
+    lk_tensor *p = params[i];
+    if (p->dtype == LK_F64)
+      update_f64(s, *eta, *mu, p->data, p->grad, s->c.bufs[i]->data, p->numel);
+    else
+      update_f32(s, *eta, *mu, p->data, p->grad, s->c.bufs[i]->data, p->numel);
+  }
+  *eta = (float)(lr / pow(1 + s->lambd * lr * step, s->alpha));
+  double t = step - s->t0;
+  *mu = (float)(1 / (t > 1 ? t : 1)); /* Python's max(1, t) */
+  return 0;
+}
+
+/* torch checks lr and weight_decay only, in that order: the host refuses
+ * the first bad one. */
+static const lk_option options[] = {
+    {"lr", LK_OPT_DOUBLE, "0.01", "learning rate", "[0, inf)"},
+    {"lambd", LK_OPT_DOUBLE, "0.0001", "decay term", NULL},
+    {"alpha", LK_OPT_DOUBLE, "0.75", "power for eta update", NULL},
+    {"t0", LK_OPT_DOUBLE, "1000000", "point at which to start averaging", NULL},
+    {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",
+     "[0, inf)"},
+    OPTIM_MAXIMIZE_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_optimizer_ops optimizer_ops = {
+    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "asgd",
+    .version = "1.0",
+    .summary = "averaged stochastic gradient descent, as torch.optim.ASGD",
+    .options = options,
+    .create = create,
+    .destroy = optim_destroy,
+    .optimizer = &optimizer_ops,
+    .check_state = check_state,
+};
