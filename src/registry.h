@@ -42,6 +42,12 @@ struct lk__instance {
   /* The optimizer lk_host_lr and lk_host_momentum reach for it; NULL: the
    * run's (the optimizer role). */
   lk__instance *driven;
+  /* A scheduler created by another (lk_host_scheduler_new): that one. */
+  lk__instance *parent;
+  /* On an optimizer: torch's param_group['initial_lr'] once a scheduler
+   * has asked for it (lk_host_initial_lr). */
+  double initial_lr;
+  bool has_initial_lr;
   lk_host host;
 };
 
