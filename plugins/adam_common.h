@@ -13,6 +13,9 @@
  * corrections are Python float powers, which are C's pow(). f32 parameters
  * are updated in float with each scalar rounded to float, as torch does.
  *
+ * beta1 is host state that a scheduler may change (ABI 1.5's set_momentum,
+ * as torch's OneCycleLR sets group['betas']), read at every step.
+ *
  * Everything here is static inline: each plugin includes it once. */
 #ifndef LOOPKIT_PLUGINS_ADAM_COMMON_H
 #define LOOPKIT_PLUGINS_ADAM_COMMON_H
@@ -27,8 +30,8 @@
 #include "optim_common.h"
 
 typedef struct adam {
-  optim_common c; /* lr, step (torch's state_steps) */
-  double beta1, beta2, eps, weight_decay;
+  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
+  double beta2, eps, weight_decay;
   bool amsgrad, maximize, decoupled;
   /* Host state, one tensor per parameter each (c.bufs); max_exp_avg_sq
    * only with amsgrad. Torch creates them as zeros at the first step, and
@@ -62,7 +65,6 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
     return rc;
   adam *s = mem;
   size_t n = s->c.n;
-  s->beta1 = betas[0];
   s->beta2 = betas[1];
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
@@ -72,7 +74,9 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
   s->exp_avg = s->c.bufs;
   s->exp_avg_sq = s->c.bufs + n;
   s->max_exp_avg_sq = s->c.bufs + 2 * n;
-  rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
+  rc = optim_add_momentum(&s->c, "beta1", betas[0]);
+  if (rc == 0)
+    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
   if (rc == 0)
     rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
   if (rc == 0 && s->amsgrad)
@@ -89,8 +93,8 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
   return 0;
 }
 
-/* A checkpoint's values: the rate, the step count, and second moments
- * that are never negative (a negative one would make sqrt NaN). */
+/* A checkpoint's values: the rate, the step count, beta1, and second
+ * moments that are never negative (a negative one would make sqrt NaN). */
 static inline int adam_check_state(void *self) {
   adam *s = self;
   int rc = optim_check_state(&s->c);
@@ -103,7 +107,7 @@ static inline int adam_check_state(void *self) {
 
 /* The scalars of one step, computed in double as torch's Python code does. */
 typedef struct adam_scalars {
-  double lr, step_size, bc2_sqrt;
+  double beta1, lr, step_size, bc2_sqrt;
 } adam_scalars;
 
 /* torch.maximum: NaN wins. */
@@ -118,7 +122,7 @@ static inline float adam_maxf(float a, float b) {
 FMA_CLONES static void adam_update_f64(const adam *s, const adam_scalars *c,
                                        double *p, const double *grad, double *m,
                                        double *v, double *vmax, size_t numel) {
-  double b1 = s->beta1, b2 = s->beta2, k1 = 1 - s->beta1, k2 = 1 - s->beta2;
+  double b1 = c->beta1, b2 = s->beta2, k1 = 1 - c->beta1, k2 = 1 - s->beta2;
   double wd = s->weight_decay, eps = s->eps, neg_step = -c->step_size;
   double shrink = 1 - c->lr * s->weight_decay;
   for (size_t k = 0; k < numel; k++) {
@@ -149,8 +153,8 @@ FMA_CLONES static void adam_update_f32(const adam *s, const adam_scalars *c,
                                        const float *restrict grad,
                                        float *restrict m, float *restrict v,
                                        float *restrict vmax, size_t numel) {
-  float b1 = (float)s->beta1, b2 = (float)s->beta2;
-  float k1 = (float)(1 - s->beta1), k2 = (float)(1 - s->beta2);
+  float b1 = (float)c->beta1, b2 = (float)s->beta2;
+  float k1 = (float)(1 - c->beta1), k2 = (float)(1 - s->beta2);
   float wd = (float)s->weight_decay, eps = (float)s->eps;
   float neg_step = (float)-c->step_size, bc2_sqrt = (float)c->bc2_sqrt;
   float shrink = (float)(1 - c->lr * s->weight_decay);
@@ -217,8 +221,9 @@ static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
   /* torch counts steps per parameter; they all step together here. */
   double step = ((double *)s->c.step->data)[0] += 1;
   adam_scalars c;
+  c.beta1 = optim_get_momentum(s);
   c.lr = optim_get_lr(s);
-  c.step_size = c.lr / (1 - pow(s->beta1, step));
+  c.step_size = c.lr / (1 - pow(c.beta1, step));
   c.bc2_sqrt = sqrt(1 - pow(s->beta2, step));
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
@@ -238,7 +243,11 @@ static inline int adam_step(void *self, lk_tensor *const *params, size_t n,
 }
 
 static const lk_optimizer_ops adam_optimizer_ops = {
-    .step = adam_step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+    .step = adam_step,
+    .get_lr = optim_get_lr,
+    .set_lr = optim_set_lr,
+    .get_momentum = optim_get_momentum,
+    .set_momentum = optim_set_momentum};
 
 /* The options, in the order torch checks them (the host refuses the first
  * bad one); WEIGHT_DECAY_DEFAULT and _HELP are the plugins' own. */

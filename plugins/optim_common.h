@@ -1,6 +1,7 @@
 /* What the optimizer plugins share: the start of create (the parameters,
  * the struct, the per-parameter buffer lists, the learning rate and step
- * counter as host state), the learning rate entries, the checks every step
+ * counter as host state), the learning rate entries, the momentum a
+ * scheduler may cycle (host state too) and its entries, the checks every step
  * makes before it touches a parameter, and the check of the state a
  * checkpoint restores. Their options' ranges are declared in their option
  * tables and enforced by the host (ABI 1.4), so nothing here checks them.
@@ -28,8 +29,11 @@
 /* The first member of each optimizer's struct. */
 typedef struct optim_common {
   lk_host *host;
-  lk_tensor *lr;    /* [1] f64, host state: a scheduler changes it */
-  lk_tensor *step;  /* [1] f64, host state: steps taken; NULL: not kept */
+  lk_tensor *lr;   /* [1] f64, host state: a scheduler changes it */
+  lk_tensor *step; /* [1] f64, host state: steps taken; NULL: not kept */
+  /* [1] f64, host state: what a scheduler cycles (torch's momentum, or
+   * beta1 of the adam family), read at every step; NULL: none. */
+  lk_tensor *momentum;
   size_t n;         /* parameters at create time */
   lk_tensor **bufs; /* lists x n per-parameter buffers, in one block */
 } optim_common;
@@ -115,6 +119,27 @@ static inline void optim_set_lr(void *self, double lr) {
   *(double *)((optim_common *)self)->lr->data = lr;
 }
 
+/* The host state NAME ("momentum", "beta1") = VALUE, which get_momentum
+ * and set_momentum (ABI 1.5) reach. It exists whatever the headers, so
+ * that a build against older ones writes the same checkpoints. On failure
+ * the caller destroys C. */
+static inline int optim_add_momentum(optim_common *c, const char *name,
+                                     double value) {
+  size_t one = 1;
+  int rc = lk_host_add_state(c->host, name, LK_F64, 1, &one, &c->momentum);
+  if (rc == 0)
+    *(double *)c->momentum->data = value;
+  return rc;
+}
+
+static inline double optim_get_momentum(void *self) {
+  return *(const double *)((const optim_common *)self)->momentum->data;
+}
+
+static inline void optim_set_momentum(void *self, double momentum) {
+  *(double *)((optim_common *)self)->momentum->data = momentum;
+}
+
 /* Before a step touches anything: the parameters are those of create, and
  * each is like its buffer BUF[i] (BUF NULL: no buffers). */
 static inline int optim_check_params(const optim_common *c,
@@ -192,11 +217,15 @@ static inline void optim_scatter(lk_tensor *const *p, size_t np,
 }
 
 #if LK_ABI_MINOR >= 4
-/* For check_state: a rate >= 0 and, when kept, a whole step count. */
+/* For check_state: a rate >= 0, when kept, a whole step count, and a
+ * momentum as lk_host_set_momentum takes it (finite, >= 0: what a
+ * scheduler may have set, not only what the options allow). */
 static inline int optim_check_state(const optim_common *c) {
   int rc = lk_state_check(c->host, c->lr, 0, DBL_MAX, false);
   if (rc == 0 && c->step)
     rc = lk_state_check(c->host, c->step, 0, LK_STATE_MAX_COUNT, true);
+  if (rc == 0 && c->momentum)
+    rc = lk_state_check(c->host, c->momentum, 0, DBL_MAX, false);
   return rc;
 }
 

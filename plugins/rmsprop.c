@@ -8,7 +8,14 @@
  * grad.add(p, alpha=wd) into fma(wd, p, g) and param.add_(buf, alpha=-lr)
  * into fma(-lr, buf, p); addcdiv_ rounds each operation (p + (-lr*g)/avg,
  * buf*m + g/avg). So this file must be compiled with -ffp-contract=off. f32
- * parameters are updated in float with each scalar rounded to float. */
+ * parameters are updated in float with each scalar rounded to float.
+ *
+ * The momentum is host state that a scheduler may change (ABI 1.5's
+ * set_momentum, as torch's OneCycleLR sets group['momentum']), read at
+ * every step; a step with momentum 0 leaves the buffers alone, as torch's.
+ * As in torch, whose first step creates the buffers only if the momentum
+ * is > 0 then (and fails on a later one that needs them), rmsprop created
+ * with momentum = 0 keeps none, and refuses a step with momentum > 0. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -17,8 +24,8 @@
 #include "optim_common.h"
 
 typedef struct rmsprop {
-  optim_common c; /* lr, step (as torch counts) */
-  double alpha, eps, weight_decay, momentum;
+  optim_common c; /* lr, step (as torch counts), momentum */
+  double alpha, eps, weight_decay;
   bool centered, maximize;
   /* Host state, one tensor per parameter each (c.bufs), zero-filled as
    * torch's: momentum_buffer only with momentum > 0, grad_avg only when
@@ -39,14 +46,16 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->alpha = lk_opt_double(o, "alpha");
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->momentum = lk_opt_double(o, "momentum");
   s->centered = lk_opt_bool(o, "centered");
   s->maximize = lk_opt_bool(o, "maximize");
   s->square_avg = s->c.bufs;
   s->momentum_buffer = s->c.bufs + n;
   s->grad_avg = s->c.bufs + 2 * n;
-  rc = optim_param_states(&s->c, "square_avg", s->square_avg);
-  if (rc == 0 && s->momentum > 0)
+  double momentum = lk_opt_double(o, "momentum");
+  rc = optim_add_momentum(&s->c, "momentum", momentum);
+  if (rc == 0)
+    rc = optim_param_states(&s->c, "square_avg", s->square_avg);
+  if (rc == 0 && momentum > 0)
     rc = optim_param_states(&s->c, "momentum_buffer", s->momentum_buffer);
   if (rc == 0 && s->centered)
     rc = optim_param_states(&s->c, "grad_avg", s->grad_avg);
@@ -58,20 +67,21 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-/* A checkpoint's values: the rate, the step count, and square averages
- * that are never negative. */
+/* A checkpoint's values: the rate, the step count, the momentum, and
+ * square averages that are never negative. */
 static int check_state(void *self) {
   rmsprop *s = self;
   int rc = optim_check_state(&s->c);
   return rc ? rc : optim_check_squares(&s->c, s->square_avg);
 }
 
-/* One parameter in double; buf is NULL without momentum, ga when not
- * centered. */
-static void update_f64(const rmsprop *s, double *p, const double *grad,
-                       double *sq, double *buf, double *ga, size_t numel) {
+/* One parameter in double, with momentum M; buf is NULL without momentum,
+ * ga when not centered. */
+static void update_f64(const rmsprop *s, double m, double *p,
+                       const double *grad, double *sq, double *buf, double *ga,
+                       size_t numel) {
   double lr = optim_get_lr((void *)s), a = s->alpha, keep = 1 - s->alpha;
-  double wd = s->weight_decay, eps = s->eps, m = s->momentum;
+  double wd = s->weight_decay, eps = s->eps;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
     if (wd != 0)
@@ -95,11 +105,12 @@ static void update_f64(const rmsprop *s, double *p, const double *grad,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-static void update_f32(const rmsprop *s, float *p, const float *grad, float *sq,
-                       float *buf, float *ga, size_t numel) {
+static void update_f32(const rmsprop *s, double momentum, float *p,
+                       const float *grad, float *sq, float *buf, float *ga,
+                       size_t numel) {
   float neg_lr = (float)-optim_get_lr((void *)s), a = (float)s->alpha;
   float keep = (float)(1 - s->alpha), wd = (float)s->weight_decay;
-  float eps = (float)s->eps, m = (float)s->momentum;
+  float eps = (float)s->eps, m = (float)momentum;
   for (size_t k = 0; k < numel; k++) {
     float g = s->maximize ? -grad[k] : grad[k];
     if (s->weight_decay != 0)
@@ -130,16 +141,24 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   int rc = optim_check_params(&s->c, params, n, s->square_avg);
   if (rc != 0)
     return rc;
+  double m = optim_get_momentum(s);
+  if (m > 0 && !s->momentum_buffer[0])
+    return lk_fail(s->c.host, LK_ECONFIG,
+                   "momentum is %g (set by a scheduler), but rmsprop was "
+                   "created with momentum = 0 and so keeps no momentum "
+                   "buffers: give it momentum > 0 (the scheduler sets the "
+                   "value it starts from)",
+                   m);
   ((double *)s->c.step->data)[0] += 1;
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
-    void *buf = s->momentum > 0 ? s->momentum_buffer[i]->data : NULL;
+    void *buf = m > 0 ? s->momentum_buffer[i]->data : NULL;
     void *ga = s->centered ? s->grad_avg[i]->data : NULL;
     if (p->dtype == LK_F64)
-      update_f64(s, p->data, p->grad, s->square_avg[i]->data, buf, ga,
+      update_f64(s, m, p->data, p->grad, s->square_avg[i]->data, buf, ga,
                  p->numel);
     else
-      update_f32(s, p->data, p->grad, s->square_avg[i]->data, buf, ga,
+      update_f32(s, m, p->data, p->grad, s->square_avg[i]->data, buf, ga,
                  p->numel);
   }
   return 0;
@@ -164,7 +183,11 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+    .step = step,
+    .get_lr = optim_get_lr,
+    .set_lr = optim_set_lr,
+    .get_momentum = optim_get_momentum,
+    .set_momentum = optim_set_momentum};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -2,6 +2,14 @@
  * (_single_tensor_sgd), with its option names, defaults and checks, except
  * that lr has a default.
  *
+ * The momentum is host state that a scheduler may change (ABI 1.5's
+ * set_momentum, as torch's OneCycleLR sets group['momentum']), read at
+ * every step. As torch, a step with momentum 0 leaves the buffers alone,
+ * and the first step with momentum != 0 fills them with d_p. Torch creates
+ * them then; loopkit's host state exists from create on, so sgd created
+ * with momentum = 0 keeps none, and refuses a step after a scheduler has
+ * made the momentum non-zero (give it momentum > 0 to begin with).
+ *
  * The iterates match torch's to the last bit: where torch's CPU kernels fuse
  * (a.add_(b, alpha=s) is fma(s, b, a); a.mul_(m).add_(b, alpha=k) is
  * fma(k, b, a*m)) we call fma(), and the file must be compiled with
@@ -39,8 +47,8 @@ static bool cpu_has_avx2_fma(void) {
 #endif
 
 typedef struct sgd {
-  optim_common c; /* lr; bufs: the momentum buffers, with momentum only */
-  double momentum, dampening, weight_decay;
+  optim_common c; /* lr, momentum; bufs: the buffers, with momentum only */
+  double dampening, weight_decay;
   bool nesterov, maximize;
   bool avx2;              /* the float loop may use AVX2 and FMA */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
@@ -66,7 +74,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (rc != 0)
     return rc;
   sgd *s = mem;
-  s->momentum = momentum;
   s->dampening = dampening;
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->nesterov = nesterov;
@@ -74,23 +81,24 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 #ifdef SGD_AVX2
   s->avx2 = cpu_has_avx2_fma();
 #endif
-  if (momentum != 0) {
+  rc = optim_add_momentum(&s->c, "momentum", momentum);
+  if (rc == 0 && momentum != 0) {
     size_t one = 1;
     rc = lk_host_add_state(host, "initialized", LK_F64, 1, &one,
                            &s->initialized);
     if (rc == 0)
       rc = optim_param_states(&s->c, "momentum_buffer", s->c.bufs);
-    if (rc != 0) {
-      optim_destroy(s);
-      return rc;
-    }
+  }
+  if (rc != 0) {
+    optim_destroy(s);
+    return rc;
   }
   *self = s;
   return 0;
 }
 
 #if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
-/* A checkpoint's values: a rate and a flag. */
+/* A checkpoint's values: a rate, a momentum and a flag. */
 static int check_state(void *self) {
   sgd *s = self;
   int rc = optim_check_state(&s->c);
@@ -100,11 +108,13 @@ static int check_state(void *self) {
 }
 #endif
 
-/* One parameter, in double. first: the buffer is empty and takes d_p. */
-FMA_CLONES static void update_f64(const sgd *s, double *p, const double *g,
-                                  double *buf, size_t numel, bool first) {
+/* One parameter, in double, with momentum M. first: the buffer is empty
+ * and takes d_p. */
+FMA_CLONES static void update_f64(const sgd *s, double m, double *p,
+                                  const double *g, double *buf, size_t numel,
+                                  bool first) {
   double lr = optim_get_lr((void *)s);
-  double wd = s->weight_decay, m = s->momentum, keep = 1 - s->dampening;
+  double wd = s->weight_decay, keep = 1 - s->dampening;
   for (size_t k = 0; k < numel; k++) {
     double d = s->maximize ? -g[k] : g[k];
     if (wd != 0)
@@ -170,14 +180,14 @@ update_f32_avx2(const f32_coef *c, float *p, const float *g, float *buf,
 }
 #endif
 
-static void update_f32(const sgd *s, float *p, const float *g, float *buf,
-                       size_t numel, bool first) {
+static void update_f32(const sgd *s, double m, float *p, const float *g,
+                       float *buf, size_t numel, bool first) {
   f32_coef c = {.wd = (float)s->weight_decay,
-                .m = (float)s->momentum,
+                .m = (float)m,
                 .keep = (float)(1 - s->dampening),
                 .step = (float)-optim_get_lr((void *)s),
                 .decay = s->weight_decay != 0,
-                .momentum = s->momentum != 0,
+                .momentum = m != 0,
                 .nesterov = s->nesterov,
                 .maximize = s->maximize,
                 .first = first};
@@ -198,17 +208,26 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   int rc = optim_check_params(&s->c, params, n, s->c.bufs);
   if (rc != 0)
     return rc;
-  /* torch creates each buffer on the first step as a copy of d_p. */
-  bool first = s->initialized && ((double *)s->initialized->data)[0] == 0;
+  double m = optim_get_momentum(s);
+  if (m != 0 && !s->c.bufs)
+    return lk_fail(s->c.host, LK_ECONFIG,
+                   "momentum is %g (set by a scheduler), but sgd was created "
+                   "with momentum = 0 and so keeps no momentum buffers: give "
+                   "it momentum > 0 (the scheduler sets the value it starts "
+                   "from)",
+                   m);
+  /* torch creates each buffer as a copy of d_p at the first step with
+   * momentum != 0. */
+  bool first = m != 0 && ((double *)s->initialized->data)[0] == 0;
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
-    void *buf = s->c.bufs ? s->c.bufs[i]->data : NULL;
+    void *buf = m != 0 ? s->c.bufs[i]->data : NULL;
     if (p->dtype == LK_F64)
-      update_f64(s, p->data, p->grad, buf, p->numel, first);
+      update_f64(s, m, p->data, p->grad, buf, p->numel, first);
     else
-      update_f32(s, p->data, p->grad, buf, p->numel, first);
+      update_f32(s, m, p->data, p->grad, buf, p->numel, first);
   }
-  if (s->initialized)
+  if (m != 0)
     ((double *)s->initialized->data)[0] = 1;
   return 0;
 }
@@ -228,7 +247,14 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+    .step = step,
+    .get_lr = optim_get_lr,
+    .set_lr = optim_set_lr,
+#if LK_ABI_MINOR >= 5 /* tests/abi builds this file with older headers */
+    .get_momentum = optim_get_momentum,
+    .set_momentum = optim_set_momentum,
+#endif
+};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

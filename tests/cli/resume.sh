@@ -169,6 +169,7 @@ refused es progress.epoch=9007199254740993 "epoch = 9007199254740993 is beyond a
 refused es loop.epoch_losses=5 "epoch_losses = 5 is more than the batches done"
 refused es rng=0 "random generator's state is all zero"
 refused es "sgd.lr[0]=-0.1" "state of plugin sgd: state sgd.lr\[0\] = -0.10000000000000001: expected a number in \[0,"
+refused es "sgd.momentum[0]=-0.5" "state of plugin sgd: state sgd.momentum\[0\] = -0.5: expected a number in \[0,"
 refused es "early_stopping.has_best[0]=2" "state of plugin early_stopping: state early_stopping.has_best\[0\] = 2: expected a whole number in \[0, 1\]"
 refused es "early_stopping.wait[0]=0.5" "state early_stopping.wait\[0\] = 0.5: expected a whole number"
 
@@ -198,6 +199,7 @@ refused ck "checkpoint.n_kept[0]=1000" "state checkpoint.n_kept\[0\] = 1000: exp
 refused ck "checkpoint.kept[1]=-3" "kept entry 0 has epoch -3"
 refused ck "adam.step[0]=1.5" "state adam.step\[0\] = 1.5"
 refused ck "adam.exp_avg_sq.weight[0]=-1" "state adam.exp_avg_sq.weight\[0\] = -1"
+refused ck "adam.beta1[0]=-0.1" "state adam.beta1\[0\] = -0.10000000000000001"
 refused ck "ema.flags[0]=0.5" "state ema.flags\[0\] = 0.5"
 refused ck "step_lr.last_epoch[0]=-1" "state step_lr.last_epoch\[0\] = -1"
 refused ck "step_lr.base_lr[0]=-1" "state step_lr.base_lr\[0\] = -1"
@@ -236,6 +238,7 @@ train "$T/rp.ini" --out "$T/rp-ref"
 refused rp "reduce_on_plateau.best_inf[0]=3" "state reduce_on_plateau.best_inf\[0\] = 3: expected a whole number in \[-1, 1\]"
 refused rp "reduce_on_plateau.cooldown_counter[0]=9" "cooldown_counter\[0\] = 9: expected a whole number in \[0, 2\]"
 refused rp "rmsprop.square_avg.weight[1]=-0.5" "state rmsprop.square_avg.weight\[1\] = -0.5"
+refused rp "rmsprop.momentum[0]=-1" "state rmsprop.momentum\[0\] = -1"
 
 # The metrics row count, resumed in place: more rows than the file has.
 cp -r "$T/es-kill" "$T/es-rows"
