@@ -56,7 +56,7 @@ static int apply(onecycle *s, int64_t step_num) {
     if (t <= p->end_step || i == s->n_phases - 1) {
       double len = p->end_step - start_step;
       if (len == 0) /* torch's ZeroDivisionError */
-        return lk_fail(s->c.host, LK_EPLUGIN,
+        return lk_fail(s->c.host, LK_ECONFIG,
                        "phase %d of the cycle has no steps at step %lld "
                        "(pct_start * total_steps = %.17g): torch divides by "
                        "zero here; change pct_start or total_steps",
@@ -69,8 +69,13 @@ static int apply(onecycle *s, int64_t step_num) {
         if (rc != 0)
           return rc;
       }
-      return sched_set_lr(
-          &s->c, anneal(s, s->rate[p->start_lr], s->rate[p->end_lr], pct));
+      double lr = anneal(s, s->rate[p->start_lr], s->rate[p->end_lr], pct);
+      /* Past the cycle (step total_steps, which no step of it uses) linear
+       * annealing overshoots min_lr and may go below 0, which torch sets
+       * and the host refuses: 0 instead. */
+      if (lr < 0 && step_num == s->total_steps)
+        lr = 0;
+      return sched_set_lr(&s->c, lr);
     }
     start_step = p->end_step;
   }
