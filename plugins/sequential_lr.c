@@ -44,25 +44,21 @@ static bool given(const lk_options *o, const char *name) {
 
 int seqlr_choose(lk_host *host, const lk_options *o, bool *lr) {
   const char *name = lk_host_name(host);
+  /* Not interval: the effective config.ini of a model run holds its
+   * default, and must run again. */
   bool model = given(o, "layers") || given(o, "init");
-  bool sched =
-      given(o, "schedulers") || given(o, "milestones") || given(o, "interval");
+  bool sched = given(o, "schedulers") || given(o, "milestones");
   const char *apart =
       "one instance of sequential is the model or the scheduler: name them "
       "apart, e.g. step = sequential with layers under [sequential], and "
       "scheduler = lrs:sequential with schedulers and milestones under [lrs]";
   if (model && sched)
-    return lk_fail(host, LK_ECONFIG,
-                   "%s: [%s] gives both layers (the model) and %s (the "
-                   "scheduler, torch's SequentialLR): %s",
-                   lk_opt_where(o, given(o, "schedulers")   ? "schedulers"
-                                   : given(o, "milestones") ? "milestones"
-                                                            : "interval"),
-                   name,
-                   given(o, "schedulers")   ? "schedulers"
-                   : given(o, "milestones") ? "milestones"
-                                            : "interval",
-                   apart);
+    return lk_fail(
+        host, LK_ECONFIG,
+        "%s: [%s] gives both layers (the model) and %s (the "
+        "scheduler, torch's SequentialLR): %s",
+        lk_opt_where(o, given(o, "schedulers") ? "schedulers" : "milestones"),
+        name, given(o, "schedulers") ? "schedulers" : "milestones", apart);
   if (!model && !sched)
     return lk_fail(host, LK_ECONFIG,
                    "[%s] gives neither layers (the model: option layers is "

@@ -171,6 +171,9 @@ check "... its rates by epoch: 0.05, 0.05, then torch's step(0) at the milestone
   "0.050000000000000003 0.10000000000000001 0.050000000000000003 "
 check "... the model's section records no scheduler option but interval" \
   sh -c "! sed -n '/^\[sequential\]/,/^\[/p' '$T/iris/config.ini' | grep -Eq '^(schedulers|milestones) '"
+expect 0 'trained 12 steps' "... and its effective config.ini runs again" \
+  -- train "$T/iris/config.ini" --out "$T/iris-again"
+check "... to the same metrics" cmp -s "$T/iris/metrics.csv" "$T/iris-again/metrics.csv"
 
 expect 2 'iris.ini:19: \[lrs\] gives both layers \(the model\) and schedulers' \
   "layers and schedulers in one section: exit 2, file:line" \
@@ -256,5 +259,20 @@ refused 'v.ini:8: option chained.schedulers: lstsq \(.*\) cannot be a scheduler 
 refused 'plugin chained: missing required option "schedulers"' "chained without schedulers" \
   's/^scheduler = .*/scheduler = chained/'
 check "nothing refused left a run directory" test ! -e "$T/r"
+
+# ---- 4. a scheduler built for ABI 1.4 (no restart entry) ------------------
+
+V14=$LK_ABI_DIR/scheduler_v14.so
+expect 0 'abi: +1\.4' "the template scheduler built against the 1.4 headers" -- inspect "$V14"
+refused "v.ini:8: option lrs.schedulers: old:.*scheduler_v14.so cannot be a scheduler of sequential: .*nor has a plugin built before ABI 1.5" \
+  "a 1.4 scheduler in a sequential is refused, naming it" \
+  "s|^schedulers = .*|schedulers = warm:linear_warmup, old:$V14|"
+sed -n '1,5p' "$T/bad.ini" >"$T/old14.ini"
+printf 'scheduler = chained\n[chained]\nschedulers = old:%s\ninterval = step\n[old]\ngamma = 0.5\n[sgd]\nlr = 0.01\n' \
+  "$V14" >>"$T/old14.ini"
+expect 0 'trained 5 steps' "a 1.4 scheduler in a chained steps: chained needs nothing of 1.5" \
+  -- train "$T/old14.ini" --out "$T/old14"
+check "... halving the rate every step, at its parent's interval" \
+  test "$(column lr "$T/old14/metrics.csv" | tr "\\n" " ")" = "0.01 0.0050000000000000001 0.0025000000000000001 0.00125 0.00062500000000000001 "
 
 finish
