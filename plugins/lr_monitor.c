@@ -61,11 +61,11 @@ static int on_train_batch_end(void *self, const lk_step_result *result) {
     s->logged_epoch = epoch;
   }
   int rc = lk_host_log_metric(s->host, "lr", lk_host_lr(s->host));
+  if (rc != 0 || !s->log_momentum)
+    return rc;
   double momentum = lk_host_momentum(s->host);
-  if (rc == 0 && s->log_momentum)
-    rc = lk_host_log_metric(s->host, "momentum",
+  return lk_host_log_metric(s->host, "momentum",
                             isfinite(momentum) ? momentum : 0);
-  return rc;
 }
 
 static const lk_option options[] = {
