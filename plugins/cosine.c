@@ -47,6 +47,19 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return sched_set_lr(&s->c, lr);
 }
 
+/* torch's step(0) is its closed form at epoch 0, eta_min + (base_lr -
+ * eta_min) * (1 + cos(0)) / 2, which need not round to base_lr; its
+ * initial step leaves the rate as it is. */
+static int restart(void *self, bool closed_form) {
+  cosine *s = self;
+  sched_rewind(&s->c);
+  if (!closed_form)
+    return 0;
+  double eta = s->eta_min, t = (double)s->t_max;
+  return sched_set_lr(&s->c, eta + (sched_base_lr(&s->c) - eta) *
+                                       (1 + cos(SCHED_PI * 0. / t)) / 2);
+}
+
 static const lk_option options[] = {
     {"T_max", LK_OPT_INT, NULL,
      "intervals from the initial rate down to eta_min", "[1, inf)"},
@@ -56,7 +69,8 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step};
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

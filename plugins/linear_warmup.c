@@ -47,6 +47,19 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return sched_set_lr(&s->c, sched_lr(&s->c) * ratio);
 }
 
+/* torch's initial step again: lr * start_factor from the rate now; its
+ * step(0): the closed form, base_lr * (start_factor + (end_factor -
+ * start_factor) * min(total_iters, 0) / total_iters). */
+static int restart(void *self, bool closed_form) {
+  linear_warmup *s = self;
+  sched_rewind(&s->c);
+  if (!closed_form)
+    return sched_set_lr(&s->c, sched_lr(&s->c) * s->start);
+  double t = (double)s->total_iters;
+  return sched_set_lr(&s->c, sched_base_lr(&s->c) *
+                                 (s->start + (s->end - s->start) * 0. / t));
+}
+
 static const lk_option options[] = {
     /* torch accepts start_factor = 0 and then divides by zero at the first
      * step; loopkit refuses it. */
@@ -59,7 +72,8 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step};
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

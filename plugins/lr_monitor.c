@@ -4,7 +4,10 @@
  * itself, the column stays one column.
  *
  * The rate is read at on_train_batch_end, after the optimizer step and
- * before a step-interval scheduler changes it: the rate the step used. */
+ * before a step-interval scheduler changes it: the rate the step used.
+ * With log_momentum, the "momentum" column too (beta1 for the adam family,
+ * what onecycle and cyclic cycle), on the same rows; 0 for an optimizer
+ * without one, with a warning, as Lightning does. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 typedef struct lr_monitor {
   lk_host *host;
   bool per_epoch;
+  bool log_momentum;
   bool logged_once;
   uint64_t logged_epoch; /* the epoch of the last row logged per_epoch */
 } lr_monitor;
@@ -33,6 +37,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
   s->per_epoch = strcmp(lk_opt_string(o, "logging_interval"), "epoch") == 0;
+  s->log_momentum = lk_opt_bool(o, "log_momentum");
+  if (s->log_momentum && !isfinite(lk_host_momentum(host)))
+    lk_log(host, LK_LOG_WARN,
+           "log_momentum = true, but the optimizer has no momentum: the "
+           "momentum column is 0");
   *self = s;
   return 0;
 }
@@ -51,7 +60,12 @@ static int on_train_batch_end(void *self, const lk_step_result *result) {
     s->logged_once = true;
     s->logged_epoch = epoch;
   }
-  return lk_host_log_metric(s->host, "lr", lk_host_lr(s->host));
+  int rc = lk_host_log_metric(s->host, "lr", lk_host_lr(s->host));
+  if (rc != 0 || !s->log_momentum)
+    return rc;
+  double momentum = lk_host_momentum(s->host);
+  return lk_host_log_metric(s->host, "momentum",
+                            isfinite(momentum) ? momentum : 0);
 }
 
 static const lk_option options[] = {
@@ -59,6 +73,10 @@ static const lk_option options[] = {
      "step: the rate on every step row; epoch: on the first step row of each "
      "epoch",
      "step|epoch"},
+    {"log_momentum", LK_OPT_BOOL, "false",
+     "also log the momentum (beta1 for the adam family) as the momentum "
+     "column; 0 for an optimizer without one",
+     NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_callback_ops callback_ops = {

@@ -38,16 +38,23 @@ typedef struct sched_common {
   lk_tensor *base_lr;    /* [1]: the optimizer's rate at create (initial_lr) */
 } sched_common;
 
+/* The interval an interval option names. */
+static inline lk_interval sched_interval(const lk_options *o) {
+  const char *interval = lk_opt_string(o, "interval");
+  return interval && strcmp(interval, "step") == 0 ? LK_INTERVAL_STEP
+                                                   : LK_INTERVAL_EPOCH;
+}
+
 /* Reads the interval and adds the common state: last_epoch = 0 and base_lr
- * = the optimizer's rate, as torch's constructor leaves them after its
+ * = torch's initial_lr (the optimizer's rate before the first scheduler
+ * changed it: the rate now, unless this is the child of a composite whose
+ * earlier children did), as torch's constructor leaves them after its
  * initial step. */
 static inline int sched_init(sched_common *c, lk_host *host,
                              const lk_options *o) {
-  const char *interval = lk_opt_string(o, "interval");
   c->host = host;
-  c->interval = interval && strcmp(interval, "step") == 0 ? LK_INTERVAL_STEP
-                                                          : LK_INTERVAL_EPOCH;
-  double lr = lk_host_lr(host);
+  c->interval = sched_interval(o);
+  double lr = lk_host_initial_lr(host);
   if (!isfinite(lr))
     return lk_fail(host, LK_ECONFIG,
                    "the optimizer has no learning rate to schedule");
@@ -115,6 +122,11 @@ static inline bool sched_tick(sched_common *c, lk_interval when,
   return true;
 }
 
+/* torch's last_epoch = 0 of a restart (lk_scheduler_ops.restart). */
+static inline void sched_rewind(sched_common *c) {
+  *(double *)c->last_epoch->data = 0;
+}
+
 static inline double sched_base_lr(const sched_common *c) {
   return *(const double *)c->base_lr->data;
 }
@@ -155,6 +167,59 @@ static inline int sched_missing_metric(const sched_common *c, lk_interval when,
   return lk_fail(c->host, LK_EPLUGIN,
                  "%s = %s: no such metric after %s (available: %s)", option,
                  name, sched_interval_name(when), have);
+}
+
+/* For cycle_momentum: torch's ValueError when the optimizer has no
+ * momentum (lk_host_momentum is NaN: no get_momentum/set_momentum). */
+static inline int sched_need_momentum(lk_host *host) {
+  if (isfinite(lk_host_momentum(host)))
+    return 0;
+  return lk_fail(host, LK_ECONFIG,
+                 "optimizer must support momentum with `cycle_momentum` "
+                 "option enabled (torch's ValueError): this optimizer has no "
+                 "momentum or betas; set cycle_momentum = false");
+}
+
+/* Option NAME, a comma list of whole numbers >= MIN (torch's list of
+ * ints: milestones), into *OUT (malloc'd: free it; NULL when empty) and
+ * *N; with INCREASING each must be larger than the one before. A value
+ * the list's declared range cannot refuse fails naming where the config
+ * gives it. */
+static inline int sched_int_list(lk_host *host, const lk_options *o,
+                                 const char *name, int64_t min, bool increasing,
+                                 int64_t **out, size_t *n) {
+  size_t len;
+  const double *v = lk_opt_doubles(o, name, &len);
+  *out = NULL;
+  *n = 0;
+  if (len == 0)
+    return 0;
+  int64_t *list = malloc(len * sizeof *list);
+  if (!list)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < len; i++) {
+    const char *why = NULL;
+    if (!(v[i] == floor(v[i]) && v[i] >= (double)min &&
+          v[i] <= LK_STATE_MAX_COUNT))
+      why = "a whole number";
+    else if (increasing && i > 0 && (int64_t)v[i] <= list[i - 1])
+      why = "larger than the one before";
+    if (why) {
+      int rc =
+          lk_fail(host, LK_ECONFIG,
+                  "%s: option %s.%s = %s: value %zu (%.17g) must be %s "
+                  "(%s of whole numbers >= %lld)",
+                  lk_opt_where(o, name), lk_host_name(host), name,
+                  lk_opt_string(o, name), i + 1, v[i], why,
+                  increasing ? "an increasing list" : "a list", (long long)min);
+      free(list);
+      return rc;
+    }
+    list[i] = (int64_t)v[i];
+  }
+  *out = list;
+  *n = len;
+  return 0;
 }
 
 #endif

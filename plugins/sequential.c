@@ -22,7 +22,11 @@
  * results are the same bit for bit at any thread count and from run to
  * run. Validation and test run the network in eval mode (batch norm on
  * its running statistics, no dropout); dropout draws its masks from the
- * run's generator, so a resumed run draws the same ones. */
+ * run's generator, so a resumed run draws the same ones.
+ *
+ * The same plugin is also the scheduler torch calls SequentialLR
+ * (sequential_lr.c): an instance given schedulers and milestones instead
+ * of layers, named apart from the model (scheduler = lrs:sequential). */
 #include <errno.h>
 #include <limits.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@
 #include <loopkit/nn.h>
 
 #include "model_common.h"
+#include "sequential_lr.h"
 #include "sequential_spec.h"
 
 #define SEQ_DIMS LK_MAX_DIMS /* of one sample */
@@ -57,6 +62,7 @@ typedef struct seq_layer {
 } seq_layer;
 
 typedef struct seq {
+  seq_what what; /* SEQ_WHAT_MODEL (sequential_lr.h) */
   lk_host *host;
   lk_nn *nn;
   char *text; /* the layers option, which the specs point into */
@@ -782,12 +788,34 @@ static int backward(void *self, const lk_batch *b, double scale) {
   return 0;
 }
 
+/* ---- the two kinds of sequential.so -------------------------------------
+ * An instance is the model or the scheduler (sequential_lr.c), as its
+ * options say; the entries both have go to the one it is. */
+
+static int create_either(lk_host *host, const lk_options *o, void **self) {
+  bool lr = false;
+  int rc = seqlr_choose(host, o, &lr);
+  return rc ? rc : lr ? seqlr_create(host, o, self) : create(host, o, self);
+}
+
+static void destroy_either(void *self) {
+  if (seqlr_is(self))
+    seqlr_destroy(self);
+  else
+    destroy(self);
+}
+
+static int check_state_either(void *self) {
+  return seqlr_is(self) ? seqlr_check_state(self) : check_state(self);
+}
+
 static const lk_option options[] = {
-    {"layers", LK_OPT_STRING, NULL,
-     "the network, torch-like, on one line: e.g. conv2d(32, 3, padding=1), "
-     "relu, maxpool2d(2), flatten, linear(10); layers conv2d, maxpool2d, "
-     "avgpool2d, batchnorm2d, batchnorm1d, layernorm, relu, gelu, tanh, "
-     "sigmoid, dropout, flatten, linear (see loopkit.ini(5))",
+    {"layers", LK_OPT_STRING, "",
+     "the model (required for it): the network, torch-like, on one line: "
+     "e.g. conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten, "
+     "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
+     "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
+     "linear (see loopkit.ini(5))",
      NULL},
     {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
@@ -796,6 +824,7 @@ static const lk_option options[] = {
      "little-endian f32 file of every parameter in order, each in torch's "
      "layout; empty: torch's init from the seed",
      NULL},
+    SEQLR_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
@@ -809,11 +838,13 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .name = "sequential",
     .version = "1.0",
     .summary = "a network of layers described in the config (conv2d, pools, "
-               "norms, activations, dropout, linear), softmax cross-entropy",
+               "norms, activations, dropout, linear), softmax cross-entropy; "
+               "or schedulers one after the other, as torch's SequentialLR",
     .options = options,
-    .create = create,
-    .destroy = destroy,
+    .create = create_either,
+    .destroy = destroy_either,
     .step = &step_ops,
     .backward = &backward_ops,
-    .check_state = check_state,
+    .scheduler = &seqlr_scheduler_ops,
+    .check_state = check_state_either,
 };

@@ -34,6 +34,16 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
 }
 
+/* torch's step(0) is the closed form base_lr * gamma ** (0 // step_size),
+ * base_lr itself; its initial step leaves the rate as it is. */
+static int restart(void *self, bool closed_form) {
+  step_lr *s = self;
+  sched_rewind(&s->c);
+  return closed_form
+             ? sched_set_lr(&s->c, sched_base_lr(&s->c) * pow(s->gamma, 0.))
+             : 0;
+}
+
 static const lk_option options[] = {
     {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals",
      "[1, inf)"},
@@ -43,7 +53,8 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step};
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -186,14 +186,16 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
 /* The optimizer a plugin's lk_host_lr and lk_host_momentum reach: the one
  * its instance is bound to (a scheduler created for another), else the
  * run's. */
-static const lk__instance *driven_optimizer(const lk_host *host) {
-  const lk__instance *bound = host->inst ? host->inst->driven : NULL;
+static lk__instance *driven_optimizer(const lk_host *host) {
+  lk__instance *bound = host->inst ? host->inst->driven : NULL;
   return bound ? bound : host->env->reg.role[LK__KIND_OPTIMIZER];
 }
 
+/* An optimizer's rate is read only once it exists: a plugin created
+ * before it (one that is also the model) gets NaN, not a call on NULL. */
 double lk_host_lr(lk_host *host) {
   const lk__instance *opt = driven_optimizer(host);
-  const lk_optimizer_ops *ops = opt ? lk__lr_ops(opt) : NULL;
+  const lk_optimizer_ops *ops = opt && opt->created ? lk__lr_ops(opt) : NULL;
   return ops ? ops->get_lr(opt->self) : NAN;
 }
 
@@ -225,7 +227,8 @@ int lk_host_set_lr(lk_host *host, double lr) {
 
 double lk_host_momentum(lk_host *host) {
   const lk__instance *opt = driven_optimizer(host);
-  const lk_optimizer_ops *ops = opt ? lk__momentum_ops(opt) : NULL;
+  const lk_optimizer_ops *ops =
+      opt && opt->created ? lk__momentum_ops(opt) : NULL;
   return ops ? ops->get_momentum(opt->self) : NAN;
 }
 
@@ -235,6 +238,29 @@ int lk_host_set_momentum(lk_host *host, double momentum) {
   int rc = check_settable(host, opt, ops != NULL, "momentum", momentum);
   if (rc == 0)
     ops->set_momentum(opt->self, momentum);
+  return rc;
+}
+
+double lk_host_initial_lr(lk_host *host) {
+  lk__instance *opt = driven_optimizer(host);
+  if (opt && !opt->has_initial_lr) {
+    double lr = lk_host_lr(host);
+    if (!isfinite(lr))
+      return NAN;
+    opt->initial_lr = lr;
+    opt->has_initial_lr = true;
+  }
+  return opt ? opt->initial_lr : NAN;
+}
+
+int lk_host_set_initial_lr(lk_host *host, double lr) {
+  lk__instance *opt = driven_optimizer(host);
+  int rc =
+      check_settable(host, opt, opt && lk__lr_ops(opt), "initial rate", lr);
+  if (rc == 0) {
+    opt->initial_lr = lr;
+    opt->has_initial_lr = true;
+  }
   return rc;
 }
 
@@ -307,6 +333,137 @@ void lk_optimizer_set_lr(lk_optimizer *opt, double lr) {
     ops->set_lr(in->self, lr);
 }
 
+/* ---- schedulers made of schedulers ---------------------------------------
+ */
+
+/* Where the config names child NAME of PARENT: the line of the parent's
+ * option whose value holds it (its schedulers list). */
+static void child_where(const lk_config *cfg, const lk__instance *parent,
+                        const char *name, char *buf, size_t len) {
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
+    if (!strcmp(e->section, parent->name) && strstr(e->value, name)) {
+      snprintf(buf, len, "%s: option %s.%s", e->where, parent->name, e->key);
+      return;
+    }
+  }
+  snprintf(buf, len, "option of plugin %s", parent->label);
+}
+
+/* The [plugins] role IN plays, or NULL. */
+static const char *role_of(const lk__instance *in) {
+  for (size_t k = 0; k < LK__N_KINDS; k++)
+    if (in->roles & (1u << k))
+      return lk__kinds[k].role;
+  return NULL;
+}
+
+/* A child steps when its parent does: it takes the parent's interval
+ * unless its section gives one, which must then be the same. */
+static int inherit_interval(lk__env *env, const lk__instance *parent,
+                            lk__instance *child) {
+  int rc = child->opts ? 0
+                       : lk__options_parse(child->desc, child->name,
+                                           env->src_cfg, &child->opts);
+  const char *mine = lk_opt_string(parent->opts, "interval");
+  const char *its = rc == 0 ? lk_opt_string(child->opts, "interval") : NULL;
+  if (rc != 0 || !mine || !its)
+    return rc; /* one of them has no interval to agree on */
+  const lk_config_entry *e =
+      lk_config_find(env->src_cfg, child->name, "interval");
+  if (e)
+    return strcmp(its, mine) == 0
+               ? 0
+               : lk__err(LK_ECONFIG,
+                         "%s: option %s.interval = %s: scheduler %s steps "
+                         "when its parent %s does, at interval = %s; leave "
+                         "the line out or make it %s",
+                         e->where, child->name, its, child->label,
+                         parent->label, mine, mine);
+  char from[512];
+  snprintf(from, sizeof from, "%s.interval (%s), its parent's", parent->name,
+           lk_opt_where(parent->opts, "interval"));
+  return lk__options_replace(child->desc, child->opts, "interval", mine, from);
+}
+
+int lk_host_scheduler_new(lk_host *host, const char *name, lk_scheduler **out) {
+  lk__env *env = host->env;
+  lk__instance *parent = host->inst, *in;
+  if (env->tensors.sealed || !env->src_cfg)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: lk_host_scheduler_new is only for create",
+                   parent->label);
+  if (!name || !*name || !out)
+    return lk__err(LK_EINVAL, "plugin %s: lk_host_scheduler_new of no name",
+                   parent->label);
+  char where[512];
+  child_where(env->src_cfg, parent, name, where, sizeof where);
+  int rc = lk__registry_find(env, name, where, &in);
+  if (rc != 0)
+    return rc;
+  char kinds[128];
+  if (in == parent)
+    return lk__err(LK_ECONFIG, "%s: %s cannot be a scheduler of itself", where,
+                   name);
+  if (!lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_SCHEDULER]))
+    return lk__err(
+        LK_EKIND, "%s: %s (%s) cannot be a scheduler of %s: it implements %s",
+        where, name, lk_plugin_path(in->plugin), parent->label,
+        *lk_plugin_kinds(in->plugin, kinds, sizeof kinds) ? kinds : "no kind");
+  const char *role = role_of(in);
+  if (in->parent || in->created || role)
+    return lk__err(LK_ECONFIG,
+                   "%s: scheduler %s is used twice: it is already %s%s%s; "
+                   "give each instance its own name (NAME:PLUGIN)",
+                   where, in->label,
+                   in->parent ? "a scheduler of " : "the [plugins] ",
+                   in->parent ? in->parent->label
+                   : role     ? role
+                              : "",
+                   in->parent || role ? "" : " (created)");
+  in->parent = parent;
+  in->driven = parent->driven;
+  if ((rc = inherit_interval(env, parent, in)) != 0 ||
+      (rc = lk__registry_create(env, in)) != 0)
+    return rc;
+  *out = (lk_scheduler *)in;
+  return 0;
+}
+
+int lk_scheduler_step(lk_scheduler *s, lk_interval when,
+                      const lk_metric *metrics, size_t n) {
+  lk__instance *in = (lk__instance *)s;
+  uint64_t mark = lk__err_mark();
+  int rc = in->desc->scheduler->step(in->self, when, metrics, n);
+  return rc ? lk__entry_failed(rc, mark, "step of scheduler %s", in->label) : 0;
+}
+
+/* restart of IN, or NULL (a plugin built before ABI 1.5, or one that
+ * cannot start again). */
+static int (*restart_of(const lk__instance *in))(void *, bool) {
+  int (*fn)(void *, bool) = NULL;
+  void (*entry)(void) = lk__entry_of(in, LK__KIND_SCHEDULER,
+                                     LK__ENTRY(lk_scheduler_ops, restart));
+  memcpy(&fn, &entry, sizeof fn);
+  return fn;
+}
+
+bool lk_scheduler_can_restart(const lk_scheduler *s) {
+  return restart_of((const lk__instance *)s) != NULL;
+}
+
+int lk_scheduler_restart(lk_scheduler *s, bool closed_form) {
+  lk__instance *in = (lk__instance *)s;
+  int (*restart)(void *, bool) = restart_of(in);
+  if (!restart)
+    return lk__err(LK_EKIND, "scheduler %s (%s) cannot restart", in->label,
+                   lk_plugin_path(in->plugin));
+  uint64_t mark = lk__err_mark();
+  int rc = restart(in->self, closed_form);
+  return rc ? lk__entry_failed(rc, mark, "restart of scheduler %s", in->label)
+            : 0;
+}
+
 int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
   const lk__instance *step = host->env->reg.role[LK__KIND_STEP];
   if (!step || !step->created)
@@ -371,6 +528,18 @@ int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
 
 const char *lk_host_name(lk_host *host) {
   return host->inst->name;
+}
+
+bool lk_host_plays(lk_host *host, const char *role) {
+  const lk__instance *in = host->inst;
+  const lk__registry *reg = &host->env->reg;
+  const lk__kind *k = lk__kind_of_role(role);
+  if (!k)
+    return false;
+  if (k == &lk__kinds[LK__KIND_SCHEDULER] && in->parent)
+    return true;
+  (void)reg;
+  return (in->roles & (1u << (k - lk__kinds))) != 0;
 }
 
 const char *lk_host_run_dir(lk_host *host) {

@@ -39,7 +39,8 @@ static const lk__entry callback_entries[] = {
     {"on_train_epoch_end", 0, false},
     {"on_train_end", 0, false},
     {"on_validation_start", 2, false}};
-static const lk__entry scheduler_entries[] = {{"step", 0, true}};
+static const lk__entry scheduler_entries[] = {{"step", 0, true},
+                                              {"restart", 5, false}};
 static const lk__entry precision_entries[] = {{"loss_scale", 0, true},
                                               {"unscale_gradients", 0, true}};
 

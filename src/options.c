@@ -15,6 +15,7 @@ typedef struct option_value {
   bool b;
   double *list;
   size_t list_len;
+  char *where; /* the config's FILE:LINE or --set, or "default" */
 } option_value;
 
 struct lk_options {
@@ -124,7 +125,14 @@ static int check_number(const lk__range *r, bool has_range, double v,
   return 0;
 }
 
+/* An empty TEXT (only a default can be: a config has no empty values) is
+ * the empty list. */
 static int parse_list(const char *text, double **out, size_t *len) {
+  if (!*text) {
+    *out = NULL;
+    *len = 0;
+    return 0;
+  }
   size_t cap = 1;
   for (const char *p = text; *p; p++)
     cap += *p == ',';
@@ -301,6 +309,11 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
     if (o->type == LK_OPT_PATH && (e || o->def) &&
         (rc = lk__config_abspath(cfg, e, e ? e->value : o->def, &abs)) != 0)
       break;
+    if (!(v->where = lk__strdup(e ? e->where : "default"))) {
+      free(abs);
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
     if (e) {
       rc = parse_value(desc, v, abs ? abs : e->value, &range);
       if (rc != 0 && range)
@@ -331,6 +344,31 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
   return 0;
 }
 
+int lk__options_replace(const lk_descriptor *desc, lk_options *opts,
+                        const char *name, const char *text, const char *where) {
+  for (size_t k = 0; k < opts->n; k++) {
+    option_value *v = &opts->values[k];
+    if (strcmp(v->decl->name, name) != 0)
+      continue;
+    option_value fresh = {.decl = v->decl, .where = lk__strdup(where)};
+    bool range;
+    int rc = fresh.where ? parse_value(desc, &fresh, text, &range)
+                         : lk__err(LK_ENOMEM, "out of memory");
+    if (rc != 0) {
+      free(fresh.text);
+      free(fresh.list);
+      free(fresh.where);
+      return lk__err_prefix(rc, "%s: option %s", where, name);
+    }
+    free(v->text);
+    free(v->list);
+    free(v->where);
+    *v = fresh;
+    return 0;
+  }
+  return lk__err(LK_EINVAL, "%s: no option %s to set", where, name);
+}
+
 int lk__options_export(const lk_options *opts, const char *section,
                        lk_config *cfg) {
   for (size_t k = 0; k < opts->n; k++) {
@@ -352,6 +390,7 @@ void lk__options_free(lk_options *opts) {
   for (size_t k = 0; k < opts->n; k++) {
     free(opts->values[k].text);
     free(opts->values[k].list);
+    free(opts->values[k].where);
   }
   free(opts->values);
   free(opts);
@@ -393,4 +432,9 @@ const double *lk_opt_doubles(const lk_options *opts, const char *name,
   const option_value *v = find(opts, name);
   *n = v ? v->list_len : 0;
   return v ? v->list : NULL;
+}
+
+const char *lk_opt_where(const lk_options *opts, const char *name) {
+  const option_value *v = find(opts, name);
+  return v ? v->where : NULL;
 }

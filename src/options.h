@@ -18,6 +18,12 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
                          const char *base, const char *const *host_keys,
                          const lk_config *cfg, lk_options **out);
 
+/* Replaces the value of option NAME of OPTS (declared by DESC) with TEXT,
+ * checked as a config's would be; WHERE says where it comes from (for
+ * lk_opt_where and messages). */
+int lk__options_replace(const lk_descriptor *desc, lk_options *opts,
+                        const char *name, const char *text, const char *where);
+
 /* Writes every option's value (given or default) into section SECTION of
  * CFG, for the effective config of a run. */
 int lk__options_export(const lk_options *opts, const char *section,

@@ -201,6 +201,7 @@ int lk__registry_clone(lk__env *env, const lk__instance *base, const char *spec,
   }
   in->host.env = env;
   in->host.inst = in;
+  in->roles = base->roles;
   reg->all[reg->n++] = in;
   *out = in;
   return 0;
@@ -219,6 +220,7 @@ int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
         where, in->label, lk_plugin_path(in->plugin), lk__kinds[k].name,
         *lk_plugin_kinds(in->plugin, kinds, sizeof kinds) ? kinds : "no kind");
   }
+  in->roles |= 1u << k;
   *out = in;
   return 0;
 }

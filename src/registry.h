@@ -43,6 +43,8 @@ struct lk__instance {
   /* The optimizer lk_host_lr and lk_host_momentum reach for it; NULL: the
    * run's (the optimizer role). */
   lk__instance *driven;
+  unsigned roles; /* bit K: it plays kind K's role (one of the instances
+                     of a role of several, or a group's copy of one) */
   /* An optimizer's instance (its default group's or a group's, optim.c):
    * the parameters lk_host_params gives it. Otherwise every parameter. */
   bool has_own_params;
@@ -51,6 +53,12 @@ struct lk__instance {
   struct lk__optimizer *optimizer; /* the run's optimizer it is part of */
   bool replica; /* a scheduler's copy for a group: its options are its
                    original's, which the effective config records */
+  /* A scheduler created by another (lk_host_scheduler_new): that one. */
+  lk__instance *parent;
+  /* On an optimizer: torch's param_group['initial_lr'] once a scheduler
+   * has asked for it (lk_host_initial_lr). */
+  double initial_lr;
+  bool has_initial_lr;
   lk_host host;
 };
 

@@ -130,8 +130,10 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
   if (k == LK__KIND_BACKWARD && !e) {
     /* The step's plugin, which a manual step may not implement. */
     lk__instance *step = run->env.reg.role[LK__KIND_STEP];
-    if (lk__kind_has(step->desc, step->minor, kind))
+    if (lk__kind_has(step->desc, step->minor, kind)) {
       *slot = step;
+      step->roles |= 1u << k;
+    }
     else if (!run->loop.manual)
       return lk__registry_assign(&run->env, k, step->spec,
                                  lk_config_find(cfg, "plugins", "step")->where,

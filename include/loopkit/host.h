@@ -39,6 +39,11 @@ LK_API bool lk_opt_bool(const lk_options *opts, const char *name);
 LK_API const char *lk_opt_string(const lk_options *opts, const char *name);
 LK_API const double *lk_opt_doubles(const lk_options *opts, const char *name,
                                     size_t *n);
+/* Since ABI 1.5: where option NAME's value comes from, for messages about
+ * a value its range cannot refuse (a list that must increase): "FILE:LINE"
+ * or "--set SECTION.KEY=VALUE" as the config names it, "default" for a
+ * default, NULL for an undeclared name. Valid as long as OPTS. */
+LK_API const char *lk_opt_where(const lk_options *opts, const char *name);
 
 /* Appends metric NAME (a string literal) to a step result. */
 LK_API int lk_result_metric(lk_step_result *result, const char *name,
@@ -127,6 +132,16 @@ LK_API int lk_host_set_lr(lk_host *host, double lr);
  * that cycles momentum drives (onecycle, cyclic). */
 LK_API double lk_host_momentum(lk_host *host);
 LK_API int lk_host_set_momentum(lk_host *host, double momentum);
+/* Since ABI 1.5: torch's param_group['initial_lr'] of that optimizer, what
+ * a scheduler takes as its base rate: the first scheduler that asks sets it
+ * to the optimizer's rate then (torch's setdefault, in its constructor), so
+ * that the children of a composite scheduler (sequential, chained) share
+ * the rate the optimizer had before the first of them changed it. NaN
+ * without a learning rate. lk_host_set_initial_lr replaces it, as torch's
+ * OneCycleLR does (max_lr / div_factor). Not checkpointed: every create of
+ * a resumed run asks again in the same order. */
+LK_API double lk_host_initial_lr(lk_host *host);
+LK_API int lk_host_set_initial_lr(lk_host *host, double lr);
 
 /* Another optimizer plugin, for optimizers that wrap one (sam): NAME is
  * loaded like a [plugins] name, takes its options from the config section
@@ -169,6 +184,23 @@ LK_API int lk_optimizer_clip_gradients(lk_optimizer *opt, double value,
  * training_step called for it: Lightning 1.x's optimizer_idx); -1 with
  * one optimizer, in manual optimization and outside a closure. */
 LK_API int lk_host_optimizer_index(lk_host *host);
+/* Since ABI 1.5: another scheduler, for schedulers that compose others
+ * (sequential, chained): NAME is NAME:PLUGIN (or PLUGIN) as a [plugins]
+ * value, takes its options from section [NAME] and its state is
+ * checkpointed under NAME. Only during create; the host destroys it with
+ * the run. It drives the optimizer its parent drives. Its interval is its
+ * parent's: [NAME] may leave interval out, or must give the parent's. An
+ * instance is the child of one parent, and plays no [plugins] role. */
+typedef struct lk_scheduler lk_scheduler;
+LK_API int lk_host_scheduler_new(lk_host *host, const char *name,
+                                 lk_scheduler **out);
+/* Its step, with the parent's arguments. */
+LK_API int lk_scheduler_step(lk_scheduler *s, lk_interval when,
+                             const lk_metric *metrics, size_t n);
+/* Whether it has restart (lk_scheduler_ops), and that entry:
+ * LK_EKIND without it. */
+LK_API bool lk_scheduler_can_restart(const lk_scheduler *s);
+LK_API int lk_scheduler_restart(lk_scheduler *s, bool closed_form);
 
 /* Evaluates the run's step plugin on BATCH, with no backward: LOSS gets
  * the loss (NaN if it gave none). For backwards that differentiate the
@@ -217,6 +249,14 @@ LK_API int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
  * NAME:PLUGIN, else the plugin's name; it is the instance's config
  * section. Two instances of one plugin have two names. */
 LK_API const char *lk_host_name(lk_host *host);
+
+/* Since ABI 1.5. Whether this instance plays [plugins] ROLE ("step",
+ * "backward", "scheduler", "callbacks", ...); a scheduler created by
+ * another (lk_host_scheduler_new) plays "scheduler". Valid from create on:
+ * for a plugin of several kinds whose instances are one or the other (the
+ * sequential model and scheduler), to refuse a role it cannot play before
+ * anything is trained. */
+LK_API bool lk_host_plays(lk_host *host, const char *role);
 
 /* Run directory (NULL outside a training run). */
 LK_API const char *lk_host_run_dir(lk_host *host);

@@ -261,6 +261,16 @@ typedef enum lk_interval {
 
 typedef struct lk_scheduler_ops {
   int (*step)(void *self, lk_interval when, const lk_metric *metrics, size_t n);
+  /* Since ABI 1.5, what sequential (torch's SequentialLR) does to its
+   * children: start the schedule again at torch's last_epoch 0, from the
+   * optimizer's current rate. CLOSED_FORM false: torch's `last_epoch -= 1;
+   * _initial_step()` (the value of the constructor's initial step, computed
+   * again, as SequentialLR does to its first scheduler); true: torch's
+   * step(0), the closed form at epoch 0 where the class has one (what
+   * SequentialLR does at a milestone). NULL: the scheduler cannot be a
+   * child of sequential (torch's ReduceLROnPlateau, ChainedScheduler and
+   * SequentialLR cannot). */
+  int (*restart)(void *self, bool closed_form);
 } lk_scheduler_ops;
 
 /* precision (since ABI 1.3): how the loss is scaled for backward and the

@@ -1,0 +1,90 @@
+/* constant: multiplies the learning rate by factor until the step or epoch
+ * count reaches total_iters, then gives the factor back, as
+ * torch.optim.lr_scheduler.ConstantLR 1.13 with its recursive form (lr *
+ * factor at the start, lr * (1 / factor) at total_iters, from the rate
+ * then). */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct constant {
+  sched_common c;
+  double factor;
+  int64_t total_iters;
+} constant;
+
+/* torch's recursive get_lr at last_epoch E. */
+static int apply(constant *s, int64_t e) {
+  if (e == 0)
+    return sched_set_lr(&s->c, sched_lr(&s->c) * s->factor);
+  if (e != s->total_iters)
+    return 0;
+  return sched_set_lr(&s->c, sched_lr(&s->c) * (1.0 / s->factor));
+}
+
+/* torch's initial step: lr * factor. */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  void *mem = NULL;
+  int rc = sched_new(host, o, sizeof(constant), &mem);
+  if (rc != 0)
+    return rc;
+  constant *s = mem;
+  s->factor = lk_opt_double(o, "factor");
+  s->total_iters = lk_opt_int(o, "total_iters");
+  if ((rc = apply(s, 0)) != 0) {
+    free(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  constant *s = self;
+  int64_t epoch;
+  (void)metrics;
+  (void)n;
+  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
+}
+
+/* torch's step(0): base_lr * (factor + (0 >= total_iters) * (1 - factor)),
+ * where a false comparison is 0. */
+static int restart(void *self, bool closed_form) {
+  constant *s = self;
+  sched_rewind(&s->c);
+  if (!closed_form)
+    return apply(s, 0);
+  double f = s->factor, past = 0 >= s->total_iters ? 1 - f : 0.;
+  return sched_set_lr(&s->c, sched_base_lr(&s->c) * (f + past));
+}
+
+static const lk_option options[] = {
+    /* torch takes factor = 0 and divides by it at total_iters; loopkit
+     * refuses it. */
+    {"factor", LK_OPT_DOUBLE, "0.3333333333333333",
+     "the number we multiply learning rate until the milestone (torch's 1/3)",
+     "(0, 1]"},
+    {"total_iters", LK_OPT_INT, "5",
+     "the number of steps that the scheduler decays the learning rate (epochs "
+     "at interval = epoch)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "constant",
+    .version = "1.0",
+    .summary = "multiplies the learning rate by a constant factor until "
+               "total_iters, as torch's ConstantLR",
+    .options = options,
+    .create = create,
+    .destroy = free,
+    .scheduler = &scheduler_ops,
+    .check_state = sched_check_state,
+};

@@ -1,0 +1,124 @@
+/* cosine_warm_restarts: cosine annealing from the initial rate down to
+ * eta_min over T_i steps or epochs, then back to the initial rate (a warm
+ * restart), T_i growing by T_mult after each, as
+ * torch.optim.lr_scheduler.CosineAnnealingWarmRestarts 1.13 (SGDR). Its
+ * rate is computed afresh each step from base_lr (torch has no recursive
+ * form for it): eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur /
+ * T_i)) / 2. T_cur and T_i are checkpointed, so a resumed run continues
+ * the same cycle. */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct warm_restarts {
+  sched_common c;
+  int64_t t_0, t_mult;
+  double eta_min;
+  lk_tensor *t_cur, *t_i; /* [1] each: torch's T_cur and T_i */
+} warm_restarts;
+
+static double *t_cur(warm_restarts *s) {
+  return s->t_cur->data;
+}
+
+static double *t_i(warm_restarts *s) {
+  return s->t_i->data;
+}
+
+/* torch's get_lr. */
+static int apply(warm_restarts *s) {
+  double eta = s->eta_min;
+  return sched_set_lr(&s->c,
+                      eta + (sched_base_lr(&s->c) - eta) *
+                                (1 + cos(SCHED_PI * *t_cur(s) / *t_i(s))) / 2);
+}
+
+/* torch's step at epoch 0 (its initial step, and step(0)): T_i = T_0,
+ * T_cur = 0, the rate eta_min + (base_lr - eta_min) * (1 + cos(0)) / 2. */
+static int restart(void *self, bool closed_form) {
+  warm_restarts *s = self;
+  (void)closed_form; /* the same step either way */
+  sched_rewind(&s->c);
+  *t_cur(s) = 0;
+  *t_i(s) = (double)s->t_0;
+  return apply(s);
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  void *mem = NULL;
+  int rc = sched_new(host, o, sizeof(warm_restarts), &mem);
+  if (rc != 0)
+    return rc;
+  warm_restarts *s = mem;
+  size_t one = 1;
+  s->t_0 = lk_opt_int(o, "T_0");
+  s->t_mult = lk_opt_int(o, "T_mult");
+  s->eta_min = lk_opt_double(o, "eta_min");
+  if ((rc = lk_host_add_state(host, "T_cur", LK_F64, 1, &one, &s->t_cur)) !=
+          0 ||
+      (rc = lk_host_add_state(host, "T_i", LK_F64, 1, &one, &s->t_i)) != 0 ||
+      (rc = restart(s, false)) != 0) {
+    free(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+/* T_cur counts within the cycle, T_i (T_0 * T_mult ** k, which may pass
+ * 2^53 with a large T_mult) its length. */
+static int check_state(void *self) {
+  warm_restarts *s = self;
+  lk_host *h = s->c.host;
+  int rc = sched_check_state(&s->c);
+  if (rc == 0)
+    rc = lk_state_check(h, s->t_i, (double)s->t_0, 1e308, true);
+  if (rc == 0)
+    rc = lk_state_check(h, s->t_cur, 0, *t_i(s) - 1, true);
+  return rc;
+}
+
+/* torch's step() without an epoch: T_cur + 1, a restart when it reaches
+ * T_i. */
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  warm_restarts *s = self;
+  int64_t e;
+  (void)metrics;
+  (void)n;
+  if (!sched_tick(&s->c, when, &e))
+    return 0;
+  *t_cur(s) += 1;
+  if (*t_cur(s) >= *t_i(s)) {
+    *t_cur(s) -= *t_i(s);
+    *t_i(s) *= (double)s->t_mult;
+  }
+  return apply(s);
+}
+
+static const lk_option options[] = {
+    {"T_0", LK_OPT_INT, NULL, "number of iterations for the first restart",
+     "[1, inf)"},
+    {"T_mult", LK_OPT_INT, "1", "a factor increases T_i after a restart",
+     "[1, inf)"},
+    {"eta_min", LK_OPT_DOUBLE, "0",
+     "minimum learning rate (a learning rate is never negative)", "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "cosine_warm_restarts",
+    .version = "1.0",
+    .summary = "cosine annealing with warm restarts (SGDR), as torch's "
+               "CosineAnnealingWarmRestarts",
+    .options = options,
+    .create = create,
+    .destroy = free,
+    .scheduler = &scheduler_ops,
+    .check_state = check_state,
+};

@@ -1,0 +1,104 @@
+/* multistep: multiplies the learning rate by gamma each time the step or
+ * epoch count reaches one of the milestones, as
+ * torch.optim.lr_scheduler.MultiStepLR 1.13. torch keeps the milestones in
+ * a Counter: a milestone listed twice decays by gamma ** 2 there, and
+ * their order does not matter. Its recursive form is reproduced (lr *
+ * gamma ** count from the rate now), and its closed form for step(0). */
+#include <stdlib.h>
+
+#include "scheduler_common.h"
+
+typedef struct multistep {
+  sched_common c;
+  double gamma;
+  int64_t *milestones;
+  size_t n;
+} multistep;
+
+static void destroy(void *self) {
+  multistep *s = self;
+  free(s->milestones);
+  free(s);
+}
+
+/* How many milestones are E (torch's self.milestones[E]), or at most E
+ * (bisect_right of the sorted list: the closed form's). */
+static double count(const multistep *s, int64_t e, bool up_to) {
+  size_t k = 0;
+  for (size_t i = 0; i < s->n; i++)
+    k += up_to ? s->milestones[i] <= e : s->milestones[i] == e;
+  return (double)k;
+}
+
+/* torch's recursive get_lr at last_epoch E. */
+static int apply(multistep *s, int64_t e) {
+  double k = count(s, e, false);
+  return k == 0 ? 0 : sched_set_lr(&s->c, sched_lr(&s->c) * pow(s->gamma, k));
+}
+
+/* torch's initial step: a milestone 0 decays at once. */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  void *mem = NULL;
+  int rc = sched_new(host, o, sizeof(multistep), &mem);
+  if (rc != 0)
+    return rc;
+  multistep *s = mem;
+  s->gamma = lk_opt_double(o, "gamma");
+  rc = sched_int_list(host, o, "milestones", 0, false, &s->milestones, &s->n);
+  if (rc == 0)
+    rc = apply(s, 0);
+  if (rc != 0) {
+    destroy(s);
+    return rc;
+  }
+  *self = s;
+  return 0;
+}
+
+static int step(void *self, lk_interval when, const lk_metric *metrics,
+                size_t n) {
+  multistep *s = self;
+  int64_t epoch;
+  (void)metrics;
+  (void)n;
+  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
+}
+
+/* torch's step(0): base_lr * gamma ** bisect_right(sorted milestones, 0). */
+static int restart(void *self, bool closed_form) {
+  multistep *s = self;
+  sched_rewind(&s->c);
+  if (!closed_form)
+    return apply(s, 0);
+  return sched_set_lr(&s->c,
+                      sched_base_lr(&s->c) * pow(s->gamma, count(s, 0, true)));
+}
+
+static const lk_option options[] = {
+    {"milestones", LK_OPT_DOUBLES, NULL,
+     "list of epoch indices (steps at interval = step), a comma list of whole "
+     "numbers: e.g. 30,80",
+     "[0, inf)"},
+    {"gamma", LK_OPT_DOUBLE, "0.1",
+     "multiplicative factor of learning rate decay (a learning rate is never "
+     "negative)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
+
+static const lk_scheduler_ops scheduler_ops = {.step = step,
+                                               .restart = restart};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION,
+    .size = sizeof(lk_descriptor),
+    .name = "multistep",
+    .version = "1.0",
+    .summary = "decays the learning rate by gamma at each milestone, as "
+               "torch's MultiStepLR",
+    .options = options,
+    .create = create,
+    .destroy = destroy,
+    .scheduler = &scheduler_ops,
+    .check_state = sched_check_state,
+};
