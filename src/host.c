@@ -362,15 +362,16 @@ static const char *role_of(const lk__instance *in) {
  * unless its section gives one, which must then be the same. */
 static int inherit_interval(lk__env *env, const lk__instance *parent,
                             lk__instance *child) {
+  /* A group's copy takes the options of the instance it copies. */
+  const char *section = child->original ? child->original->name : child->name;
   int rc = child->opts ? 0
-                       : lk__options_parse(child->desc, child->name,
-                                           env->src_cfg, &child->opts);
+                       : lk__options_parse(child->desc, section, env->src_cfg,
+                                           &child->opts);
   const char *mine = lk_opt_string(parent->opts, "interval");
   const char *its = rc == 0 ? lk_opt_string(child->opts, "interval") : NULL;
   if (rc != 0 || !mine || !its)
     return rc; /* one of them has no interval to agree on */
-  const lk_config_entry *e =
-      lk_config_find(env->src_cfg, child->name, "interval");
+  const lk_config_entry *e = lk_config_find(env->src_cfg, section, "interval");
   if (e)
     return strcmp(its, mine) == 0
                ? 0
@@ -386,6 +387,37 @@ static int inherit_interval(lk__env *env, const lk__instance *parent,
   return lk__options_replace(child->desc, child->opts, "interval", mine, from);
 }
 
+/* A group's copy of a composite scheduler (its parent, a replica) creates
+ * copies of its original's children in the same order, named CHILD.GROUP
+ * and driving the group's rate. */
+static int copy_child(lk__env *env, lk__instance *parent, lk__instance **out) {
+  size_t k = parent->n_children++, seen = 0;
+  const lk__instance *orig = NULL;
+  for (size_t i = 0; i < env->reg.n && !orig; i++)
+    if (env->reg.all[i]->parent == parent->original && seen++ == k)
+      orig = env->reg.all[i];
+  if (!orig)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: its copy for group %s created a scheduler its "
+                   "original did not",
+                   parent->original->label, parent->suffix);
+  char *spec =
+      lk__asprintf("%s.%s:%s", orig->name, parent->suffix, orig->given);
+  if (!spec)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = lk__registry_clone(env, orig, spec, out);
+  free(spec);
+  if (rc == 0) {
+    (*out)->replica = true;
+    (*out)->original = (lk__instance *)orig;
+    (*out)->suffix = parent->suffix;
+    (*out)->parent = parent;
+    (*out)->driven = parent->driven;
+    rc = inherit_interval(env, parent, *out);
+  }
+  return rc ? rc : lk__registry_create(env, *out);
+}
+
 int lk_host_scheduler_new(lk_host *host, const char *name, lk_scheduler **out) {
   lk__env *env = host->env;
   lk__instance *parent = host->inst, *in;
@@ -396,8 +428,15 @@ int lk_host_scheduler_new(lk_host *host, const char *name, lk_scheduler **out) {
   if (!name || !*name || !out)
     return lk__err(LK_EINVAL, "plugin %s: lk_host_scheduler_new of no name",
                    parent->label);
+  if (parent->replica) {
+    int rc = copy_child(env, parent, &in);
+    if (rc == 0)
+      *out = (lk_scheduler *)in;
+    return rc;
+  }
   char where[512];
   child_where(env->src_cfg, parent, name, where, sizeof where);
+  parent->n_children++;
   int rc = lk__registry_find(env, name, where, &in);
   if (rc != 0)
     return rc;

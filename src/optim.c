@@ -509,6 +509,8 @@ static int copy_scheduler(lk_run *run, lk__sched *s) {
     if (rc != 0)
       break;
     c->replica = true;
+    c->original = s->in;
+    c->suffix = c->name + strlen(s->in->name) + 1;
     c->driven = o->parts[g].in;
     s->copies[s->n_copies++] = c;
     rc = lk__options_parse_in(c->desc, s->in->name, NULL, scheduler_keys,

@@ -51,8 +51,11 @@ struct lk__instance {
   lk_tensor **own_params;
   size_t n_own_params;
   struct lk__optimizer *optimizer; /* the run's optimizer it is part of */
-  bool replica; /* a scheduler's copy for a group: its options are its
-                   original's, which the effective config records */
+  bool replica;           /* a scheduler's copy for a group: its options are its
+                             original's, which the effective config records */
+  lk__instance *original; /* a replica's: the instance it copies */
+  const char *suffix;     /* a replica's: the group (the end of its name) */
+  size_t n_children;      /* children it created (lk_host_scheduler_new) */
   /* A scheduler created by another (lk_host_scheduler_new): that one. */
   lk__instance *parent;
   /* On an optimizer: torch's param_group['initial_lr'] once a scheduler

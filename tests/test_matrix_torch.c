@@ -3,7 +3,9 @@
  * public API on the multi test model, and every parameter must equal
  * torch's bit for bit. The cells: every optimizer x {automatic, manual} x
  * {accumulate 1, 4} x {no clipping, norm clipping} with two parameter
- * groups; every optimizer with three groups; schedulers driving groups;
+ * groups (every first-order optimizer: lbfgs refuses groups as torch's
+ * LBFGS does, sam is not torch's); every optimizer with three groups;
+ * schedulers driving groups (a SequentialLR, a OneCycleLR with momentum);
  * two optimizers in automatic (Lightning 1.x: in turn, each with its own
  * closure) and manual optimization. The reference must hold every cell
  * the test expects. Torch is not needed here. */
@@ -26,8 +28,9 @@
 #define MAX_VALUES 16
 
 /* The optimizers every group cell is expected for. */
-static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop",
-                                         "adagrad"};
+static const char *const optimizers[] = {
+    "sgd",    "adam", "adamw", "rmsprop", "adagrad", "adadelta",
+    "adamax", "asgd", "nadam", "radam",   "rprop"};
 #define N_OPTIMIZERS (sizeof optimizers / sizeof optimizers[0])
 
 typedef struct cell {

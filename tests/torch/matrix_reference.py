@@ -17,8 +17,10 @@ Cells:
   clipping by norm to 0.5}, with two parameter groups (the default group
   and [OPT.g1] params = b, v with other options);
 - every optimizer with three groups (g1: ndim>=2, that is u; g2: v, b);
-- schedulers driving every group from its own initial rate (cosine per
-  step, step_lr per step);
+- schedulers driving every group from its own initial rate (cosine and
+  step_lr per step; SequentialLR of LinearLR and CosineAnnealingLR, each
+  group's copy with copies of the children; OneCycleLR, the rate and the
+  momentum of each group);
 - two optimizers in automatic optimization (Lightning 1.x: each steps in
   turn with a closure of its own, its training_step scaled by 1 + its
   index, the other's gradients untouched by its backward), with and
@@ -76,6 +78,30 @@ OPTIMIZERS = [
      # not initial_accumulator_value: torch 1.13's Adagrad fills every
      # group's state from the constructor's value, loopkit from the group's
      dict(eps=1e-3, lr_decay=0.0)),
+    ("adadelta", torch.optim.Adadelta,
+     dict(lr=1.0, rho=0.9, weight_decay=0.01),
+     dict(lr=0.5, rho=0.95),
+     dict(eps=1e-4)),
+    ("adamax", torch.optim.Adamax,
+     dict(lr=0.01, betas=(0.9, 0.99)),
+     dict(lr=0.005, weight_decay=0.1),
+     dict(betas=(0.8, 0.9))),
+    ("asgd", torch.optim.ASGD,
+     dict(lr=0.05, lambd=0.001, t0=3.0),
+     dict(lr=0.02, alpha=0.5),
+     dict(weight_decay=0.1)),
+    ("nadam", torch.optim.NAdam,
+     dict(lr=0.01, momentum_decay=0.004),
+     dict(lr=0.005, weight_decay=0.1),
+     dict(betas=(0.8, 0.9))),
+    ("radam", torch.optim.RAdam,
+     dict(lr=0.01),
+     dict(lr=0.02, weight_decay=0.1),
+     dict(betas=(0.8, 0.99))),
+    ("rprop", torch.optim.Rprop,
+     dict(lr=0.01),
+     dict(lr=0.02, etas=(0.4, 1.1)),
+     dict(step_sizes=(1e-5, 1.0))),
 ]
 
 
@@ -331,6 +357,24 @@ def scheduler_cells():
          lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
          dict(step_size=2, gamma=0.5, interval="step")),
     ]
+    # A composition: each group's copy of the sequential scheduler has its
+    # own copies of the children.
+    def seq(o):
+        lrs = torch.optim.lr_scheduler
+        return lrs.SequentialLR(o, [
+            lrs.LinearLR(o, start_factor=0.1, total_iters=4),
+            lrs.CosineAnnealingLR(o, T_max=8, eta_min=0.001)], milestones=[4])
+    cases.append(("sgd-sequential", sgd, "lrs:sequential", seq,
+                  dict(schedulers="warm:linear_warmup, main:cosine",
+                       milestones="4", interval="step")))
+    # OneCycleLR sets every group's rate and momentum (beta1 for adam).
+    cases.append(("adam-onecycle", adam, "onecycle",
+                  lambda o: torch.optim.lr_scheduler.OneCycleLR(
+                      o, max_lr=0.02, total_steps=12),
+                  dict(max_lr=0.02, total_steps=12)))
+    extra = {"sgd-sequential": section("warm", dict(start_factor=0.1,
+                                                    total_iters=4)) +
+             section("main", dict(T_max=8, eta_min=0.001))}
     for cell, (name, cls, base, g1, g2), sched, make_sched, options in cases:
         model = Model()
         t = model.t
@@ -344,7 +388,8 @@ def scheduler_cells():
         config += section(name, dict(base, groups="g1, g2"))
         config += section(name + ".g1", dict(g1, params="u"))
         config += section(name + ".g2", dict(g2, params="b, v"))
-        config += section(sched, options)
+        config += section(sched.split(":")[0], options)
+        config += extra.get(cell, [])
         emit(cell, config, model)
 
 
@@ -374,7 +419,8 @@ def two_optimizer_cells():
 
 
 def main():
-    torch.set_default_dtype(torch.float64)
+    # torch.tensor(float) state (ASGD eta and mu, NAdam mu_product, step
+    # counts) stays float32, as in a default torch session
     print("# tests/torch/matrix_reference.py, torch %s" % torch.__version__)
     group_cells()
     scheduler_cells()
