@@ -100,7 +100,7 @@ static void npy_destroy(void *self) {
   data_destroy(&s->d); /* frees s: d is its first member */
 }
 
-/* ---- reading values ----------------------------------------------------- */
+/* ---- reading values ------------------------------------------------------ */
 
 static uint64_t load_bits(const unsigned char *p, size_t size, bool swap) {
   if (size == 4) {
@@ -211,8 +211,7 @@ static int read_sample(npy_set *s, const npy_array *x, size_t row, float *out,
   return 0;
 }
 
-/* ---- files -----------------------------------------------------------------
- */
+/* ---- files --------------------------------------------------------------- */
 
 /* Maps PATH (the file of OPTION) whole, read-only, as a new region. */
 static int map_file(npy_set *s, const char *option, const char *path,
@@ -610,7 +609,7 @@ static int npy_open(npy_set *s, const char *const paths[N_PATHS]) {
   return rc;
 }
 
-/* ---- the set ----------------------------------------------------------- */
+/* ---- the set ------------------------------------------------------------- */
 
 /* x_shape = "1,28,28", or the stored sample shape. */
 static int declare_shape(npy_set *s) {
@@ -868,8 +867,20 @@ static int npy_setup(npy_set *s) {
   return s->norm == DATA_NORM_NONE ? 0 : npy_stats(s);
 }
 
-/* ---- entries ---------------------------------------------------------------
- */
+/* normalize = NORM (auto, none, scale, standard) for the training x
+ * npy_open found: scale divides uint8 by 255, as idx does, and takes the
+ * minimum and maximum of other types. */
+static void set_normalize(npy_set *s, const char *norm) {
+  bool u8 = s->pair[0].x.h.type == NPY_U1;
+  bool scale = strcmp(norm, "scale") == 0 || (strcmp(norm, "auto") == 0 && u8);
+  s->div255 = scale && u8;
+  s->norm = strcmp(norm, "standard") == 0 ? DATA_NORM_STANDARD
+            : scale && !u8                ? DATA_NORM_SCALE
+                                          : DATA_NORM_NONE;
+  s->d.normalize = s->div255 ? DATA_NORM_SCALE : s->norm;
+}
+
+/* ---- entries ------------------------------------------------------------- */
 
 static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   npy_set *s = self;
@@ -962,14 +973,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     paths[i] = lk_opt_string(o, path_options[i]);
   int rc = npy_open(s, paths);
   if (rc == 0) {
-    bool u8 = s->pair[0].x.h.type == NPY_U1;
-    bool scale =
-        strcmp(norm, "scale") == 0 || (strcmp(norm, "auto") == 0 && u8);
-    s->div255 = scale && u8;
-    s->norm = strcmp(norm, "standard") == 0 ? DATA_NORM_STANDARD
-              : scale && !u8                ? DATA_NORM_SCALE
-                                            : DATA_NORM_NONE;
-    d->normalize = s->div255 ? DATA_NORM_SCALE : s->norm;
+    set_normalize(s, norm);
     rc = npy_setup(s);
   }
   if (rc != 0) {

@@ -17,8 +17,7 @@ static int why_set(char *why, size_t len, const char *fmt, ...) {
   return -1;
 }
 
-/* ---- .npy -----------------------------------------------------------------
- */
+/* ---- .npy ---------------------------------------------------------------- */
 
 /* The header's dict, with the position of the parse. */
 typedef struct dict_in {
@@ -353,8 +352,7 @@ int npy_parse_header(const unsigned char *buf, size_t len, npy_header *h,
   return 0;
 }
 
-/* ---- .npz -----------------------------------------------------------------
- */
+/* ---- .npz ---------------------------------------------------------------- */
 
 #define ZIP_LOCAL 0x04034b50u
 #define ZIP_CENTRAL 0x02014b50u

@@ -44,8 +44,7 @@ static unsigned char *slurp(const char *name, size_t *len) {
   return buf;
 }
 
-/* ---- the .npy header ------------------------------------------------------
- */
+/* ---- the .npy header ----------------------------------------------------- */
 
 /* A .npy file of version MAJOR with dict DICT and DATA bytes of zeros,
  * padded as numpy pads, into BUF; returns its length. */
@@ -318,8 +317,7 @@ static void test_numpy_files(void **state) {
   }
 }
 
-/* ---- .npz ------------------------------------------------------------------
- */
+/* ---- .npz ---------------------------------------------------------------- */
 
 static const npz_member *member(const npz_member *m, size_t n,
                                 const char *name) {
@@ -479,8 +477,7 @@ static void test_npz_zip64(void **state) {
   }
 }
 
-/* ---- the plugin in a run ----------------------------------------------------
- */
+/* ---- the plugin in a run ------------------------------------------------- */
 
 typedef struct data {
   lk_run *run;
