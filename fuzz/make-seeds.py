@@ -169,3 +169,37 @@ out("safetensors", "lying", st_wrapped(
 # torch's own file (tests/torch/safetensors_reference.py), whole.
 with open(os.path.join(TOP, "tests", "data", "st_torch_mlp.safetensors"), "rb") as f:
     out("safetensors", "torch-mlp", b"\0" + f.read())
+
+
+# ---- npy: numpy's own files (tests/data/npy, written by numpy 1.24) --------
+def npy_file(name):
+    with open(os.path.join(TOP, "tests", "data", "npy", name), "rb") as f:
+        return f.read()
+
+
+# Mode byte (bits 0-1: 0 header, 1 zip, 2 plugin; the rest the seed), then
+# for the plugin: batch_size - 1, limit, val_split x 256, test_split x 512,
+# flags, the u16 length of x, x, y.
+def npy_plugin(x, y=b"", bs=8, limit=0, val=0, test=0, flags=0, seed=0):
+    return (bytes([2 | seed << 2, bs - 1, limit, val, test, flags]) +
+            struct.pack("<H", len(x)) + x + y)
+
+
+out("npy", "header-f4", b"\0" + npy_file("x.npy"))
+out("npy", "header-be8", b"\0" + npy_file("x_be8.npy"))
+out("npy", "header-v3", b"\0" + npy_file("x_v3.npy"))
+out("npy", "header-fortran", b"\0" + npy_file("x_fortran.npy"))
+out("npy", "zip-stored", b"\1" + npy_file("data.npz"))
+out("npy", "zip-deflated", b"\1" + npy_file("data_c.npz"))
+out("npy", "plugin-pair", npy_plugin(npy_file("x.npy"), npy_file("y.npy"),
+                                     val=40, test=30, flags=1 | 3 << 2))
+out("npy", "plugin-images", npy_plugin(npy_file("img_u1.npy"),
+                                       npy_file("img_y.npy"), bs=16,
+                                       flags=2 | 1 << 4))
+out("npy", "plugin-targets", npy_plugin(npy_file("reg_x.npy"),
+                                        npy_file("reg_y2.npy"), limit=20,
+                                        flags=2 << 2, seed=3))
+out("npy", "plugin-npz", npy_plugin(npy_file("data_c.npz"), flags=1 | 1 << 6))
+out("npy", "plugin-npz-xy", npy_plugin(npy_file("xy.npz"), flags=2 << 4))
+out("npy", "plugin-nan", npy_plugin(npy_file("x_nan.npy"),
+                                    npy_file("y_col.npy"), flags=1))

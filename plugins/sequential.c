@@ -469,7 +469,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (lk_host_data_shape(host, &sh) != 0)
     return lk_fail(host, LK_ECONFIG,
                    "sizes itself from the data's sample shape: [plugins] "
-                   "data must name a data plugin that declares it (idx, csv)");
+                   "data must name a data plugin that declares it (idx, csv, "
+                   "npy)");
   char got[96];
   if (sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3) {
     size_t n = 1;
