@@ -66,6 +66,31 @@ static const char *const configs[] = {
     "optimizer = radam\n",
     "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
     "optimizer = rprop\n",
+    /* The schedulers of ABI 1.5, composed ones included. */
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = sgd\nscheduler = onecycle\n[sgd]\nlr = 0.001\n"
+    "momentum = 0.9\n[onecycle]\nmax_lr = 0.001\ntotal_steps = 10\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = adam\nscheduler = cyclic\n[adam]\nlr = 0.01\n"
+    "[cyclic]\nbase_lr = 0.001\nmax_lr = 0.01\nstep_size_up = 2\n"
+    "mode = exp_range\ngamma = 0.9\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = sgd\nscheduler = lrs:sequential\n[sgd]\nlr = 0.001\n"
+    "[lrs]\nschedulers = a:exponential, b:multistep\nmilestones = 3\n"
+    "interval = step\n[a]\ngamma = 0.9\n[b]\nmilestones = 1,2\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = adamw\nscheduler = chained\n[adamw]\nlr = 0.01\n"
+    "[chained]\nschedulers = c:constant, p:polynomial, w:cosine_warm_restarts\n"
+    "interval = step\n[w]\nT_0 = 2\n",
+    /* Parameter groups (a group's optimizer and the scheduler's copy for
+     * it), and two optimizers. */
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = lstsq\n"
+    "optimizer = adamw\nscheduler = cosine\n[adamw]\nlr = 0.01\n"
+    "groups = g\n[adamw.g]\nparams = b\nlr = 0.001\nweight_decay = 0\n"
+    "[cosine]\nT_max = 4\ninterval = step\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = lstsq\n"
+    "optimizer = p:sgd, q:adam\n[p]\nparams = x\nlr = 0.01\n"
+    "momentum = 0.9\n[q]\nlr = 0.01\n",
 };
 #define N_CONFIGS (sizeof configs / sizeof configs[0])
 
@@ -110,7 +135,8 @@ static void put64(unsigned char *b, uint64_t v) {
 }
 
 /* A run of config K from scratch, with a checkpoint at every step; its
- * checkpoint of step 3 (in the middle of the run), without the envelope
+ * checkpoint of step 3 (in the middle of the run; with two optimizers,
+ * step 4), without the envelope
  * and after the config byte, is seed K. */
 static void write_seed(size_t k, const char *seeds) {
   lk_run_options opts = {.out_dir = out, .verbosity = LK_LOG_ERROR};
@@ -127,9 +153,16 @@ static void write_seed(size_t k, const char *seeds) {
              lk_last_error());
   lk_run_free(run);
   lk_config_free(cfg);
+  /* Step 3, or the first after it: two optimizers take two steps a
+   * batch. */
   char *body = NULL, step3[600];
   size_t len = 0;
-  snprintf(step3, sizeof step3, "%s/checkpoints/step-3.ckpt", out);
+  struct stat st;
+  for (int s = 3; s <= 6; s++) {
+    snprintf(step3, sizeof step3, "%s/checkpoints/step-%d.ckpt", out, s);
+    if (stat(step3, &st) == 0)
+      break;
+  }
   FUZZ_CHECK(
       lk__read_file(step3, "checkpoint", UINT64_MAX, &body, &len, NULL) == 0,
       "%s", lk_last_error());
