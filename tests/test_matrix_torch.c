@@ -182,7 +182,7 @@ static void test_cell(void **state) {
   int k = 0, bad = 0;
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < params[i]->numel; j++, k++) {
-      char name[16];
+      char name[96];
       snprintf(name, sizeof name, "%s[%zu]", params[i]->name, j);
       double got = ((const double *)params[i]->data)[j];
       if (k >= c->n || strcmp(c->param[k], name) != 0 || got != c->value[k]) {
