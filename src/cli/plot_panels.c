@@ -158,19 +158,27 @@ static int choose_named(const plot_table *t, const char *metrics,
   }
 }
 
-/* Every metric with values, lr last. */
+static bool is_rate(const char *name) {
+  return !strcmp(name, "lr") || !strncmp(name, "lr_", 3);
+}
+
+/* Every metric with values, the rates last: lr, then each parameter
+ * group's or other optimizer's lr_NAME. */
 static void choose_all(const plot_table *t, const char *run_dir,
                        plot_layout *l) {
-  for (size_t c = PLOT_LOSS; c < t->n_cols; c++) {
-    const char *name = metric_of(t->names[c]);
-    if (!plot_table_column(t, (long)c) || !strcmp(name, "lr") ||
-        strlen(name) >= sizeof l->panels[0].name || has_panel(l, name))
-      continue;
-    if (fill_panel(t, run_dir, name, &l->panels[l->n]))
+  for (int rates = 0; rates < 2; rates++) {
+    if (rates && fill_panel(t, run_dir, "lr", &l->panels[l->n]))
       l->n++;
+    for (size_t c = PLOT_LOSS; c < t->n_cols; c++) {
+      const char *name = metric_of(t->names[c]);
+      if (!plot_table_column(t, (long)c) || !strcmp(name, "lr") ||
+          is_rate(name) != (rates == 1) ||
+          strlen(name) >= sizeof l->panels[0].name || has_panel(l, name))
+        continue;
+      if (fill_panel(t, run_dir, name, &l->panels[l->n]))
+        l->n++;
+    }
   }
-  if (fill_panel(t, run_dir, "lr", &l->panels[l->n]))
-    l->n++;
 }
 
 int plot_panels_choose(const plot_table *t, const char *metrics,

@@ -155,6 +155,18 @@ CSV
 expect 0 wrote "points on one spot" -- plot "$T/same" -o "$T/same/c.svg"
 check "points on one spot are drawn as a dot" \
   test "$(panels "$T/same/c.svg")" = "raw smooth|lr"
+# Parameter groups and a second optimizer: their rates (lr_NAME) after lr,
+# drawn as set, never smoothed; their losses as any metric.
+fixture groups <<CSV
+step,epoch,loss,loss_second,lr,lr_no_decay,lr_second
+0,0,2.5,1.5,0.1,0.01,0.2
+2,0,2,1,0.05,0.005,0.1
+CSV
+expect 0 wrote "groups' and optimizers' rates plot" -- plot "$T/groups" -o "$T/groups/c.svg"
+check "... rates last and not smoothed, loss_second as a metric" \
+  test "$(panels "$T/groups/c.svg")" = "raw smooth|raw smooth|lr|lr|lr"
+check "... in --list: lr, lr_no_decay, lr_second after the losses" \
+  test "$("$LOOPKIT" plot "$T/groups" --list | cut -d: -f1 | tr '\n' ' ')" = "loss loss_second lr lr_no_decay lr_second "
 fixture train <<CSV
 step,epoch,loss
 0,0,3
