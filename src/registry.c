@@ -225,6 +225,33 @@ int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
   return 0;
 }
 
+/* Where in the config a failed create of IN points: the line of the
+ * option its message names ("option betas ..."), else its section's
+ * first line, else where [plugins] names it. A plugin refuses what its
+ * option table cannot say (two values, an order between them) with a
+ * message naming the option; the host adds the file and line. */
+static const char *create_where(const lk__env *env, const lk__instance *in,
+                                const char *msg) {
+  const lk_config *cfg = env->src_cfg;
+  const char *section = in->original ? in->original->name : in->name;
+  for (const char *p = msg; cfg && (p = strstr(p, "option ")) != NULL;) {
+    p += 7;
+    char key[64];
+    size_t n = 0;
+    while (n + 1 < sizeof key &&
+           ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') ||
+            (p[n] >= '0' && p[n] <= '9') || p[n] == '_' || p[n] == '-'))
+      n++;
+    memcpy(key, p, n);
+    key[n] = '\0';
+    const lk_config_entry *e = lk_config_find(cfg, section, key);
+    if (e)
+      return e->where;
+  }
+  const char *where = cfg ? lk__config_section_where(cfg, section) : NULL;
+  return where ? where : in->where;
+}
+
 int lk__registry_create(lk__env *env, lk__instance *in) {
   lk__registry *reg = &env->reg;
   if (in->created)
@@ -247,9 +274,11 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
     reg->n_reserved++;
     rc = in->desc->create(&in->host, in->opts, &in->self);
     reg->n_reserved--;
-    if (rc != 0)
-      return lk__entry_failed(rc, mark, "plugin %s (%s) failed to start",
-                              in->label, lk_plugin_path(in->plugin));
+    if (rc != 0) {
+      rc = lk__entry_failed(rc, mark, "plugin %s (%s) failed to start",
+                            in->label, lk_plugin_path(in->plugin));
+      return lk__err_prefix(rc, "%s", create_where(env, in, lk_last_error()));
+    }
   }
   in->created = true;
   reg->created[reg->n_created++] = in;

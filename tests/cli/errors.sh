@@ -219,4 +219,34 @@ expect 0 'trained 1 steps' "reduce_on_plateau: factor = 0, ema: decay = 0 are ta
   -- train "$T/base.ini" --out "$T/ends4" --set plugins.scheduler=reduce_on_plateau \
   --set reduce_on_plateau.factor=0 --set reduce_on_plateau.monitor=loss \
   --set reduce_on_plateau.interval=step --set plugins.callbacks=ema --set ema.decay=0
+# What a plugin's create refuses beyond its option table (how many values
+# a list has, an order between them) names the option's file and line, or
+# its section's.
+config betas <<'INI'
+[loop]
+max_steps = 3
+[plugins]
+step = rosenbrock
+optimizer = adam
+[adam]
+lr = 0.01
+betas = 0.9
+INI
+expect 2 'betas.ini:8: plugin adam \(.*\) failed to start: option betas has 1 values' \
+  "a create-time refusal names the option's line" -- train "$T/betas.ini"
+expect 2 '^loopkit: --set rprop.etas=1.5,1.2: plugin rprop .* failed to start: option etas' \
+  "... or the --set that gave it" -- train "$T/good.ini" --set plugins.optimizer=rprop \
+  --set rprop.etas=1.5,1.2
+config lrmon <<'INI'
+[loop]
+max_steps = 3
+[plugins]
+step = rosenbrock
+optimizer = abi10
+callbacks = lr_monitor
+[lr_monitor]
+logging_interval = step
+INI
+expect 2 'lrmon.ini:7: plugin lr_monitor .* failed to start: the run.s optimizer has no learning rate' \
+  "... or its section's first line when no option is named" -- train "$T/lrmon.ini"
 finish
