@@ -37,9 +37,11 @@ typedef struct lk__entry {
     "clears the gradients")                                                    \
   X(OPTIMIZER, optimizer, "optimizer", false, 0, NULL, 4,                      \
     "updates the parameters, calling the closure (required unless "            \
-    "manual_optimization)")                                                    \
+    "manual_optimization); several as NAME:PLUGIN, ... each over its "         \
+    "section's params")                                                        \
   X(SCHEDULER, scheduler, "scheduler", false, 1, NULL, 5,                      \
-    "changes the optimizer's learning rate (default: none)")                   \
+    "changes the optimizer's learning rate (default: none); several as "       \
+    "NAME:PLUGIN, ... each driving its section's optimizer")                   \
   X(PROFILER, profiler, "profiler", false, 0, NULL, 7,                         \
     "times every plugin entry and loop phase (default: none; simple, "         \
     "trace)")                                                                  \
