@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "nn_internal.h"
+#include "vmath.h"
 
 #define GRAIN 8192 /* values per task at least */
 
@@ -26,19 +27,45 @@ static int row_parts(int N, int V) {
   return nn__parts((size_t)N, (GRAIN + (size_t)V - 1) / (size_t)V);
 }
 
-/* e [V] = exp(z - max z); returns sum e and sets *arg to the first max. */
+/* The first index of z's maximum: the maximum in vector lanes (a max
+ * is the same in any order), then the first element equal to it. NaN
+ * compares false: a NaN is never the maximum, unless it is z[0] and then
+ * none is (z[0] stays, as a scan from z[0] would leave it), and the row's
+ * sum is NaN either way. */
+static int argmax(const float *z, int V) {
+  float m = z[0];
+  int j = 1;
+  if (V >= 2 * NN_W) {
+    nn_vf a = nn_splat(z[0]), b = a;
+    for (; j + 2 * NN_W <= V; j += 2 * NN_W) {
+      nn_vf u = nn_load(z + j), v = nn_load(z + j + NN_W);
+      a = nn_sel(u > a, u, a);
+      b = nn_sel(v > b, v, b);
+    }
+    float l[2 * NN_W];
+    nn_store(l, a);
+    nn_store(l + NN_W, b);
+    for (int k = 0; k < 2 * NN_W; k++)
+      m = l[k] > m ? l[k] : m;
+  }
+  for (; j < V; j++)
+    m = z[j] > m ? z[j] : m;
+  if (!(m > z[0]))
+    return 0;
+  int a = 1;
+  while (z[a] != m)
+    a++;
+  return a;
+}
+
+/* e [V] = exp(z - max z); returns sum e (vmath.h's order) and sets *arg to
+ * the first max. */
 static float exps(const nn_kernels *k, const float *z, float *e, int V,
                   int *arg) {
-  int a = 0;
-  for (int j = 1; j < V; j++)
-    if (z[j] > z[a])
-      a = j;
+  int a = argmax(z, V);
   k->exp_shift(e, z, z[a], (size_t)V);
-  float sum = 0;
-  for (int j = 0; j < V; j++)
-    sum += e[j];
   *arg = a;
-  return sum;
+  return nn_sum(e, (size_t)V);
 }
 
 static void softmax_task(void *ctx, int task, int thread) {
@@ -84,21 +111,21 @@ static void xent_task(void *ctx, int task, int thread) {
     if (d && j->V <= 256) {
       sum = exps(j->k, z, e, j->V, &arg);
       float s = j->g / sum;
-      for (int k = 0; k < j->V; k++)
-        d[k] += e[k] * s - (k == y ? j->g : 0);
+      /* d[k] += e[k] s, and e[y] s - g at y: the loops vectorize */
+      for (int k = 0; k < y; k++)
+        d[k] += e[k] * s;
+      d[y] += e[y] * s - j->g;
+      for (int k = y + 1; k < j->V; k++)
+        d[k] += e[k] * s;
     } else {
       /* rows too long for the stack: sum in blocks, then again for d */
-      float m = z[0];
-      arg = 0;
-      for (int k = 1; k < j->V; k++)
-        if (z[k] > m)
-          m = z[k], arg = k;
+      arg = argmax(z, j->V);
+      float m = z[arg];
       sum = 0;
       for (int k0 = 0; k0 < j->V; k0 += 256) {
         int w = j->V - k0 < 256 ? j->V - k0 : 256;
         j->k->exp_shift(e, z + k0, m, (size_t)w);
-        for (int k = 0; k < w; k++)
-          sum += e[k];
+        sum += nn_sum(e, (size_t)w);
       }
       if (d) {
         float s = j->g / sum;
