@@ -27,29 +27,10 @@ static int row_parts(int N, int V) {
   return nn__parts((size_t)N, (GRAIN + (size_t)V - 1) / (size_t)V);
 }
 
-/* The first index of z's maximum: the maximum in vector lanes (a max
- * is the same in any order), then the first element equal to it. NaN
- * compares false: a NaN is never the maximum, unless it is z[0] and then
- * none is (z[0] stays, as a scan from z[0] would leave it), and the row's
- * sum is NaN either way. */
+/* The first index of z's maximum (nn_max's: a NaN is never the maximum
+ * unless it is z[0], and the row's sum is NaN then anyway). */
 static int argmax(const float *z, int V) {
-  float m = z[0];
-  int j = 1;
-  if (V >= 2 * NN_W) {
-    nn_vf a = nn_splat(z[0]), b = a;
-    for (; j + 2 * NN_W <= V; j += 2 * NN_W) {
-      nn_vf u = nn_load(z + j), v = nn_load(z + j + NN_W);
-      a = nn_sel(u > a, u, a);
-      b = nn_sel(v > b, v, b);
-    }
-    float l[2 * NN_W];
-    nn_store(l, a);
-    nn_store(l + NN_W, b);
-    for (int k = 0; k < 2 * NN_W; k++)
-      m = l[k] > m ? l[k] : m;
-  }
-  for (; j < V; j++)
-    m = z[j] > m ? z[j] : m;
+  float m = nn_max(z, (size_t)V);
   if (!(m > z[0]))
     return 0;
   int a = 1;

@@ -205,6 +205,30 @@ static inline float nn_sum(const float *x, size_t n) {
   return s;
 }
 
+/* max x[0, n), n >= 1, as the scan m = x[0], m = x[i] > m ? x[i] : m
+ * gives it (a maximum is the same in any order): a NaN is never taken,
+ * unless it is x[0], which then stays. */
+static inline float nn_max(const float *x, size_t n) {
+  float m = x[0];
+  size_t i = 1;
+  if (n >= 2 * NN_W) {
+    nn_vf a = nn_splat(m), b = a;
+    for (; i + 2 * NN_W <= n; i += 2 * NN_W) {
+      nn_vf u = nn_load(x + i), v = nn_load(x + i + NN_W);
+      a = nn_sel(u > a, u, a);
+      b = nn_sel(v > b, v, b);
+    }
+    float l[2 * NN_W];
+    nn_store(l, a);
+    nn_store(l + NN_W, b);
+    for (int k = 0; k < 2 * NN_W; k++)
+      m = l[k] > m ? l[k] : m;
+  }
+  for (; i < n; i++)
+    m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 /* sum (x - m)^2 over [0, n) */
 static inline float nn_sumsq(const float *x, float m, size_t n) {
   nn_vf a = nn_splat(0), b = nn_splat(0), mv = nn_splat(m);
