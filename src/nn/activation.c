@@ -2,8 +2,10 @@
  *   inp, out, dout, dinp [n]
  * Each is one pass over runs of GRAIN values: ReLU here, the others by
  * kernels.h, in the widest vectors the CPU has.
- * The backward formulas are torch's (threshold_backward, GeluBackward
- * with approximate='tanh', tanh_backward, sigmoid_backward). */
+ * The backward formulas are torch's (threshold_backward, tanh_backward,
+ * sigmoid_backward); GELU's forward and backward are torch's
+ * approximate='tanh' ones written through a sigmoid (vmath.h), equal to
+ * them but for rounding. */
 #include "nn_internal.h"
 #include "vmath.h"
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nn_internal.h"
+#include "vmath.h"
 
 #define LAYER "attention"
 #define RB 32
@@ -41,86 +42,32 @@ static int check(int B, int T, int C, int NH) {
 
 /* Rows [T0, T1) of S (row t at ATT + t T, its first t + 1 values kept):
  * the softmax of each over [0, t], zeros after (torch's
- * _vec_softmax_lastdim: exp(x - max), then times 1 / sum; the row's max
- * and sum in its own order, as one row at a time would give them), in
- * three passes over the block: each
- * row minus its max (-inf past the diagonal, whose exp is 0), one exp of
- * the whole block (one call instead of one a row: a value's exp does not
- * depend on where it sits, vmath.h), and the sums. A row's max and sum
- * are chains of dependent operations, the adder waiting on itself: four
- * rows side by side (four named variables, which an array indexed in a
- * loop would not be kept in registers) keep it busy, each row still in its
- * own order. */
-#define MAX(m, v) ((v) > (m) ? (v) : (m))
-
-static void shift_row(float *a, int n, int T, float m) {
-  for (int s = 0; s < n; s++)
-    a[s] = a[s] - m;
-  for (int s = n; s < T; s++)
-    a[s] = -INFINITY;
-}
-
+ * _vec_softmax_lastdim: exp(x - max), then times 1 / sum), a row at a
+ * time over its own t + 1 values only: the max in vector lanes (the same
+ * in any order), one exp call, the sum in vmath.h's lane order. This did
+ * the exp of the whole block, masked part included, and summed rows one
+ * value at a time; the row's sum is now in another (fixed) order. */
 static void softmax_rows(const nn_kernels *k, float *att, int t0, int t1,
                          int T) {
-  int t = t0;
-  for (; t + 4 <= t1; t += 4) {
-    float *a0 = att + (size_t)t * T, *a1 = a0 + T, *a2 = a1 + T, *a3 = a2 + T;
-    int n = t + 1; /* a0's length; a1 is one longer, ... */
-    float m0 = a0[0], m1 = a1[0], m2 = a2[0], m3 = a3[0];
-    for (int s = 1; s < n; s++) {
-      m0 = MAX(m0, a0[s]);
-      m1 = MAX(m1, a1[s]);
-      m2 = MAX(m2, a2[s]);
-      m3 = MAX(m3, a3[s]);
-    }
-    m1 = MAX(m1, a1[n]);
-    m2 = MAX(MAX(m2, a2[n]), a2[n + 1]);
-    m3 = MAX(MAX(MAX(m3, a3[n]), a3[n + 1]), a3[n + 2]);
-    shift_row(a0, n, T, m0);
-    shift_row(a1, n + 1, T, m1);
-    shift_row(a2, n + 2, T, m2);
-    shift_row(a3, n + 3, T, m3);
-  }
-  for (; t < t1; t++) {
-    float *a = att + (size_t)t * T, m = a[0];
-    for (int s = 1; s <= t; s++)
-      m = MAX(m, a[s]);
-    shift_row(a, t + 1, T, m);
-  }
-  float *block = att + (size_t)t0 * T;
-  k->exp_shift(block, block, 0, (size_t)(t1 - t0) * (size_t)T);
-  for (t = t0; t + 4 <= t1; t += 4) {
-    float *a0 = att + (size_t)t * T, *a1 = a0 + T, *a2 = a1 + T, *a3 = a2 + T;
-    int n = t + 1;
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int s = 0; s < n; s++) {
-      s0 += a0[s];
-      s1 += a1[s];
-      s2 += a2[s];
-      s3 += a3[s];
-    }
-    s1 += a1[n];
-    s2 = s2 + a2[n] + a2[n + 1];
-    s3 = s3 + a3[n] + a3[n + 1] + a3[n + 2];
-    float inv[4] = {1 / s0, 1 / s1, 1 / s2, 1 / s3};
-    for (int i = 0; i < 4; i++) /* the zeros past the diagonal stay */
-      for (int s = 0; s < T; s++)
-        a0[(size_t)i * T + s] *= inv[i];
-  }
-  for (; t < t1; t++) {
-    float *a = att + (size_t)t * T, sum = 0;
-    for (int s = 0; s <= t; s++)
-      sum += a[s];
-    float inv = 1 / sum;
-    for (int s = 0; s < T; s++)
+  for (int t = t0; t < t1; t++) {
+    float *a = att + (size_t)t * T;
+    size_t n = (size_t)t + 1, whole = (n + 15) / 16 * 16;
+    /* the exp of whole vectors (NN_MAP's tail is a copy): the values past
+     * n are the block's masked scores (whole <= r1, RB being a multiple of
+     * 16), exp'd for nothing and zeroed below */
+    k->exp_shift(a, a, nn_max(a, n), whole < (size_t)T ? whole : (size_t)T);
+    float inv = 1 / nn_sum(a, n);
+    for (size_t s = 0; s < n; s++)
       a[s] *= inv;
+    for (size_t s = n; s < (size_t)T; s++)
+      a[s] = 0;
   }
 }
 
 /* dS = P (dP - rowsum(P dP)) for rows [T0, T1) of a block whose rows are
  * R wide (DS: dP in, dS out, row t at DS + (t - T0) R; P's row t at
  * ATT + t T), zeros past the diagonal; the row sums four rows side by
- * side, each in its own order (as softmax_rows). */
+ * side, each in its own order. */
 static void softmax_grad_rows(const float *att, float *ds, int t0, int t1,
                               int R, int T) {
   int t = t0;

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "nn_internal.h"
+#include "vmath.h"
 
 #define GRAIN 8192 /* values per task at least */
 
@@ -26,19 +27,26 @@ static int row_parts(int N, int V) {
   return nn__parts((size_t)N, (GRAIN + (size_t)V - 1) / (size_t)V);
 }
 
-/* e [V] = exp(z - max z); returns sum e and sets *arg to the first max. */
+/* The first index of z's maximum (nn_max's: a NaN is never the maximum
+ * unless it is z[0], and the row's sum is NaN then anyway). */
+static int argmax(const float *z, int V) {
+  float m = nn_max(z, (size_t)V);
+  if (!(m > z[0]))
+    return 0;
+  int a = 1;
+  while (z[a] != m)
+    a++;
+  return a;
+}
+
+/* e [V] = exp(z - max z); returns sum e (vmath.h's order) and sets *arg to
+ * the first max. */
 static float exps(const nn_kernels *k, const float *z, float *e, int V,
                   int *arg) {
-  int a = 0;
-  for (int j = 1; j < V; j++)
-    if (z[j] > z[a])
-      a = j;
+  int a = argmax(z, V);
   k->exp_shift(e, z, z[a], (size_t)V);
-  float sum = 0;
-  for (int j = 0; j < V; j++)
-    sum += e[j];
   *arg = a;
-  return sum;
+  return nn_sum(e, (size_t)V);
 }
 
 static void softmax_task(void *ctx, int task, int thread) {
@@ -84,21 +92,21 @@ static void xent_task(void *ctx, int task, int thread) {
     if (d && j->V <= 256) {
       sum = exps(j->k, z, e, j->V, &arg);
       float s = j->g / sum;
-      for (int k = 0; k < j->V; k++)
-        d[k] += e[k] * s - (k == y ? j->g : 0);
+      /* d[k] += e[k] s, and e[y] s - g at y: the loops vectorize */
+      for (int k = 0; k < y; k++)
+        d[k] += e[k] * s;
+      d[y] += e[y] * s - j->g;
+      for (int k = y + 1; k < j->V; k++)
+        d[k] += e[k] * s;
     } else {
       /* rows too long for the stack: sum in blocks, then again for d */
-      float m = z[0];
-      arg = 0;
-      for (int k = 1; k < j->V; k++)
-        if (z[k] > m)
-          m = z[k], arg = k;
+      arg = argmax(z, j->V);
+      float m = z[arg];
       sum = 0;
       for (int k0 = 0; k0 < j->V; k0 += 256) {
         int w = j->V - k0 < 256 ? j->V - k0 : 256;
         j->k->exp_shift(e, z + k0, m, (size_t)w);
-        for (int k = 0; k < w; k++)
-          sum += e[k];
+        sum += nn_sum(e, (size_t)w);
       }
       if (d) {
         float s = j->g / sum;

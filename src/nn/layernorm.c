@@ -2,10 +2,11 @@
  * layernorm_forward and layernorm_backward).
  *   inp, out [N, C]; weight, bias [C]; mean, rstd [N]
  * A row's statistics in f32 lanes (vmath.h's sums), mean then squared
- * deviations, as torch sums them in f32 too. The
- * backward is one job of two kinds of tasks: runs of rows for dinp (each
- * row on its own), and runs of columns for dweight and dbias, which sum
- * over every row in order (a sum is never split between threads). */
+ * deviations, as torch sums them in f32 too. The backward is one pass
+ * over runs of rows: each row's dinp on its own, and each run's sums for
+ * dweight and dbias over its rows in order, which the caller then adds in
+ * run order (the runs are cut from the sizes only, never from the thread
+ * count: the same sums at any thread count). */
 #include <math.h>
 
 #include "nn_internal.h"
@@ -15,9 +16,10 @@
 #define GRAIN 8192 /* values per task at least */
 
 typedef struct job {
-  int N, C, row_parts, col_parts;
+  int N, C, row_parts;
   float eps;
   float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+  float *partial; /* [row_parts][2][C]: each part's dweight, dbias sums */
   const float *inp, *weight, *bias, *dout, *cmean, *crstd;
 } job;
 
@@ -99,84 +101,42 @@ static void row_sums(const float *x, const float *dy, const float *w, float m,
   *sb = B;
 }
 
-static void backward_rows(const job *j, int task) {
-  size_t lo, hi, C = (size_t)j->C;
-  nn__range((size_t)j->N, j->row_parts, task, &lo, &hi);
-  for (size_t i = lo; i < hi; i++) {
-    const float *x = j->inp + i * C, *dy = j->dout + i * C, *w = j->weight;
-    float *dx = j->dinp + i * C;
-    float m = j->cmean[i], r = j->crstd[i], A, B;
-    row_sums(x, dy, w, m, C, &A, &B);
-    /* the means of dnorm = weight dy and of dnorm * norm */
-    float a = A / (float)C, b = B * r / (float)C;
-    if (w)
-      for (size_t c = 0; c < C; c++)
-        dx[c] += (w[c] * dy[c] - a - (x[c] - m) * r * b) * r;
-    else
-      for (size_t c = 0; c < C; c++)
-        dx[c] += (dy[c] - a - (x[c] - m) * r * b) * r;
-  }
-}
-
-/* dweight[c] += (x - m) r dy and dbias[c] += dy over every row, in row
- * order, for the columns [LO, HI): each column's sum runs in one lane of a
- * register, and the block of CB columns in registers goes through all the
- * rows at once (the sums of the loop this replaces, which added row after
- * row into memory, bit for bit, at a quarter of its time). */
-#define CB (4 * NN_W)
-
-static void cols_block(const job *j, size_t c0) {
-  nn_vf w[4], b[4];
-  for (int k = 0; k < 4; k++) {
-    w[k] = j->dweight ? nn_load(j->dweight + c0 + k * NN_W) : nn_splat(0);
-    b[k] = j->dbias ? nn_load(j->dbias + c0 + k * NN_W) : nn_splat(0);
-  }
-  size_t C = (size_t)j->C;
-  for (int i = 0; i < j->N; i++) {
-    const float *x = j->inp + (size_t)i * C + c0;
-    const float *dy = j->dout + (size_t)i * C + c0;
-    nn_vf m = nn_splat(j->cmean[i]), r = nn_splat(j->crstd[i]);
-    for (int k = 0; k < 4; k++) {
-      nn_vf d = nn_load(dy + k * NN_W);
-      w[k] += (nn_load(x + k * NN_W) - m) * r * d;
-      b[k] += d;
-    }
-  }
-  for (int k = 0; k < 4; k++) {
-    if (j->dweight)
-      nn_store(j->dweight + c0 + k * NN_W, w[k]);
-    if (j->dbias)
-      nn_store(j->dbias + c0 + k * NN_W, b[k]);
-  }
-}
-
-static void backward_cols(const job *j, int task) {
-  size_t lo, hi, C = (size_t)j->C;
-  nn__range(C, j->col_parts, task, &lo, &hi);
-  size_t c = lo;
-  for (; c + CB <= hi; c += CB)
-    cols_block(j, c);
-  for (; c < hi; c++) { /* the same sums, one column at a time */
-    float w = j->dweight ? j->dweight[c] : 0, b = j->dbias ? j->dbias[c] : 0;
-    for (int i = 0; i < j->N; i++) {
-      float d = j->dout[(size_t)i * C + c];
-      w += (j->inp[(size_t)i * C + c] - j->cmean[i]) * j->crstd[i] * d;
-      b += d;
-    }
-    if (j->dweight)
-      j->dweight[c] = w;
-    if (j->dbias)
-      j->dbias[c] = b;
-  }
-}
-
+/* One pass over rows [lo, hi) of part TASK: dinp, and this part's sums
+ * for dweight and dbias, (x - m) r dy and dy over its rows in order, into
+ * its own slice of the workspace (PW, PB [C]). A pass over every row for
+ * each block of columns, as this was, read x and dy from memory nine
+ * times per call where the step had moved them out of cache. */
 static void backward_task(void *ctx, int task, int thread) {
   (void)thread;
   const job *j = ctx;
-  if (task < j->col_parts)
-    backward_cols(j, task);
-  else
-    backward_rows(j, task - j->col_parts);
+  size_t lo, hi, C = (size_t)j->C;
+  nn__range((size_t)j->N, j->row_parts, task, &lo, &hi);
+  float *pw = j->partial ? j->partial + (size_t)task * 2 * C : NULL;
+  float *pb = pw ? pw + C : NULL;
+  if (pw)
+    for (size_t c = 0; c < 2 * C; c++)
+      pw[c] = 0;
+  for (size_t i = lo; i < hi; i++) {
+    const float *x = j->inp + i * C, *dy = j->dout + i * C, *w = j->weight;
+    float m = j->cmean[i], r = j->crstd[i];
+    if (j->dinp) {
+      float *dx = j->dinp + i * C, A, B;
+      row_sums(x, dy, w, m, C, &A, &B);
+      /* the means of dnorm = weight dy and of dnorm * norm */
+      float a = A / (float)C, b = B * r / (float)C;
+      if (w)
+        for (size_t c = 0; c < C; c++)
+          dx[c] += (w[c] * dy[c] - a - (x[c] - m) * r * b) * r;
+      else
+        for (size_t c = 0; c < C; c++)
+          dx[c] += (dy[c] - a - (x[c] - m) * r * b) * r;
+    }
+    if (pw)
+      for (size_t c = 0; c < C; c++) {
+        pw[c] += (x[c] - m) * r * dy[c];
+        pb[c] += dy[c];
+      }
+  }
 }
 
 int lk_nn_layernorm_backward(lk_nn *nn, float *dinp, float *dweight,
@@ -188,6 +148,8 @@ int lk_nn_layernorm_backward(lk_nn *nn, float *dinp, float *dweight,
   int rc = check(N, C);
   if (rc < 0)
     return rc;
+  if (!dinp && !dweight && !dbias)
+    return 0;
   job j = {.N = N,
            .C = C,
            .dinp = dinp,
@@ -198,10 +160,24 @@ int lk_nn_layernorm_backward(lk_nn *nn, float *dinp, float *dweight,
            .dout = dout,
            .cmean = mean,
            .crstd = rstd};
-  if (dinp)
-    j.row_parts = nn__parts((size_t)N, (GRAIN + (size_t)C - 1) / (size_t)C);
-  if (dweight || dbias) /* columns: at least 16 wide, a cache line */
-    j.col_parts = nn__parts((size_t)C, 16) < 8 ? nn__parts((size_t)C, 16) : 8;
-  nn__run(nn, j.col_parts + j.row_parts, backward_task, &j);
+  j.row_parts = nn__parts((size_t)N, (GRAIN + (size_t)C - 1) / (size_t)C);
+  if (dweight || dbias) {
+    size_t bytes = (size_t)j.row_parts * 2 * (size_t)C * sizeof(float);
+    if ((rc = nn__reserve(nn, LAYER, bytes, 0)) < 0)
+      return rc;
+    j.partial = nn__shared(nn);
+  }
+  nn__run(nn, j.row_parts, backward_task, &j);
+  /* dweight and dbias: the parts' sums added in part order (the parts are
+   * cut from N and C only: the same sums at any thread count) */
+  for (int p = 0; p < j.row_parts && j.partial; p++) {
+    const float *pw = j.partial + (size_t)p * 2 * (size_t)C, *pb = pw + C;
+    if (dweight)
+      for (int c = 0; c < C; c++)
+        dweight[c] += pw[c];
+    if (dbias)
+      for (int c = 0; c < C; c++)
+        dbias[c] += pb[c];
+  }
   return 0;
 }

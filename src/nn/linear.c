@@ -76,6 +76,7 @@ int lk_nn_linear_forward(lk_nn *nn, float *out, const float *inp,
 #define BIAS_GRAIN 64
 
 typedef struct bwd {
+  const lk_nn *nn;
   nn_gemm dinp, dweight;
   int bias_parts, N, OC;
   float *dbias;
@@ -97,11 +98,8 @@ static void backward_task(void *ctx, int task, int thread) {
   task -= b->dinp.tiles;
   size_t lo, hi;
   nn__range((size_t)b->OC, b->bias_parts, task, &lo, &hi);
-  for (int i = 0; i < b->N; i++) {
-    const float *d = b->dout + (size_t)i * (size_t)b->OC;
-    for (size_t j = lo; j < hi; j++)
-      b->dbias[j] += d[j];
-  }
+  b->nn->k->col_sums(b->dbias + lo, b->dout + lo, (size_t)b->N, hi - lo,
+                     (size_t)b->OC);
 }
 
 int lk_nn_linear_backward(lk_nn *nn, float *dinp, float *dweight, float *dbias,
@@ -113,7 +111,7 @@ int lk_nn_linear_backward(lk_nn *nn, float *dinp, float *dweight, float *dbias,
   int rc = check(N, C, OC);
   if (rc < 0)
     return rc;
-  bwd b = {.N = N, .OC = OC, .dbias = dbias, .dout = dout};
+  bwd b = {.nn = nn, .N = N, .OC = OC, .dbias = dbias, .dout = dout};
   if (dinp) { /* dinp [N, C] += dout [N, OC] weight [OC, C] */
     b.dinp = (nn_gemm){.nn = nn,
                        .m = N,

@@ -29,6 +29,9 @@ typedef struct nn_kernels {
   void (*sigmoid)(float *y, const float *x, size_t n);
   /* y = e^(x - m) */
   void (*exp_shift)(float *y, const float *x, float m, size_t n);
+  /* acc[j] += x[i ld + j] for rows i in [0, rows) in order, j < cols */
+  void (*col_sums)(float *acc, const float *x, size_t rows, size_t cols,
+                   size_t ld);
   /* gemm_kernel.h: C = alpha op(A) op(B) + beta C, on the calling thread */
   void (*sgemm)(bool ta, bool tb, int m, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta,
