@@ -33,12 +33,13 @@
  * each side's getrusage maxrss (this process before the peak is measured;
  * torch's subprocess).
  *
- * OpenBLAS 0.3.21 runs its Haswell kernels on this machine's AMD CPU
- * unless OPENBLAS_CORETYPE says otherwise (src/nn/gemm.c; this machine's
- * environment even says Haswell); this program sets
- * OPENBLAS_CORETYPE=SKYLAKEX where the CPU has AVX-512, for itself and for
- * torch's subprocess (whose products are OpenBLAS's too): both sides run
- * the same kernels.
+ loopkit's products are oneDNN's where the build has it (src/nn/gemm.c;
+ * LOOPKIT_GEMM=openblas for OpenBLAS's), torch's are OpenBLAS's. OpenBLAS
+ * 0.3.21 runs its Haswell kernels on this machine's AMD CPU when
+ * OPENBLAS_CORETYPE says so (this machine's environment does); this
+ * program sets OPENBLAS_CORETYPE=SKYLAKEX where the CPU has AVX-512, for
+ * itself and for torch's subprocess, so that neither side runs the slow
+ * kernels.
  *
  * Goals (issue 14): loopkit >= 1.5x torch at 1 thread, >= 2x at 2.
  *

@@ -408,7 +408,7 @@ int main(int argc, char **argv) {
          "blocks; products by %s",
          lk_nn_backend(nn1));
 #ifdef LK_HAVE_BLAS
-  if (!portable)
+  if (!strcmp(lk_nn_backend(nn1), "openblas"))
     printf(" (%s kernels)", openblas_get_corename());
 #endif
   printf(", elementwise vectors %s\n", lk_nn_isa(nn1));

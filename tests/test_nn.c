@@ -309,6 +309,7 @@ typedef struct config {
 
 static const config configs[] = {{"1 thread", 1, 0},
                                  {"3 threads", 3, 0},
+                                 {"OpenBLAS, 2 threads", 2, LK_NN_NO_ONEDNN},
                                  {"portable, 2 threads", 2, LK_NN_PORTABLE},
                                  {"no BLAS, 3 threads", 3, LK_NN_NO_BLAS}};
 #define NCONFIGS (sizeof configs / sizeof configs[0])
@@ -945,8 +946,9 @@ static void check_gemm(lk_nn *const *nns, int count, bool ta, bool tb, int m,
 
 /* Every transpose case, alpha and beta, on shapes that hit the special
  * paths: one row or column, K past the portable blocks (128), several
- * tiles along M (520 = 4 x 130) and along N; with OpenBLAS, the portable
- * product and the kit's in the widest vectors, on 1 and 3 threads. */
+ * tiles along M (520 = 4 x 130) and along N; with oneDNN, OpenBLAS, the
+ * portable product and the kit's in the widest vectors, on 1 and 3
+ * threads. */
 static void gemm_cases(void **state) {
   (void)state;
   static const int shapes[][3] = {{1, 10, 300},  {7, 1, 33},    {3, 5, 1},
@@ -954,17 +956,18 @@ static void gemm_cases(void **state) {
                                   {64, 128, 64}, {1, 1, 1},     {130, 7, 129},
                                   {520, 40, 64}, {40, 520, 64}, {9, 300, 300}};
   static const float betas[] = {0, 1, 0.5f};
-  static const unsigned flags[] = {0, LK_NN_PORTABLE, LK_NN_NO_BLAS};
-  lk_nn *nns[6];
-  for (int f = 0; f < 3; f++)
+  static const unsigned flags[] = {0, LK_NN_NO_ONEDNN, LK_NN_PORTABLE,
+                                   LK_NN_NO_BLAS};
+  lk_nn *nns[8];
+  for (int f = 0; f < 4; f++)
     for (int t = 0; t < 2; t++)
       nns[2 * f + t] = open_nn(t ? 3 : 1, flags[f]);
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int tr = 0; tr < 4; tr++)
       for (int bi = 0; bi < 3; bi++)
-        check_gemm(nns, 6, tr & 1, tr & 2, shapes[s][0], shapes[s][1],
+        check_gemm(nns, 8, tr & 1, tr & 2, shapes[s][0], shapes[s][1],
                    shapes[s][2], bi == 2 ? -0.75f : 1.0f, betas[bi]);
-  for (int x = 0; x < 6; x++) {
+  for (int x = 0; x < 8; x++) {
     lk_nn *nn = nns[x];
     /* empty products leave beta C, as BLAS defines them */
     float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {1, 1, 1, 1};
@@ -1597,8 +1600,9 @@ static void everything(lk_nn *nn, outbuf *o) {
 
 static void same_at_any_thread_count(void **state) {
   (void)state;
-  static const unsigned settings[] = {0, LK_NN_PORTABLE, LK_NN_NO_BLAS};
-  for (int f = 0; f < 3; f++) {
+  static const unsigned settings[] = {0, LK_NN_NO_ONEDNN, LK_NN_PORTABLE,
+                                      LK_NN_NO_BLAS};
+  for (int f = 0; f < 4; f++) {
     unsigned flags = settings[f];
     outbuf ref = {0}, o = {0};
     lk_nn *nn1 = open_nn(1, flags);
@@ -1919,12 +1923,41 @@ static void context(void **state) {
   (void)state;
   lk_nn *nn = open_nn(0, 0);
   assert_true(lk_nn_threads(nn) >= 1);
-#ifdef LK_HAVE_BLAS
-  assert_string_equal(lk_nn_backend(nn), "openblas");
+#if defined(LK_HAVE_ONEDNN)
+  const char *best = "onednn";
+#elif defined(LK_HAVE_BLAS)
+  const char *best = "openblas";
 #else
-  assert_string_equal(lk_nn_backend(nn), "portable");
+  const char *best = "portable";
 #endif
+#ifdef LK_HAVE_BLAS
+  const char *second = "openblas";
+#else
+  const char *second = "portable";
+#endif
+  assert_string_equal(lk_nn_backend(nn), best);
   lk_nn_free(nn);
+  nn = open_nn(1, LK_NN_NO_ONEDNN);
+  assert_string_equal(lk_nn_backend(nn), second);
+  lk_nn_free(nn);
+  /* LOOPKIT_GEMM takes a library out for every context; other values
+   * change nothing */
+  static const struct {
+    const char *value, *want;
+  } env[] = {{"openblas", NULL},
+             {"portable", "portable"},
+             {"onednn", ""},
+             {"bogus", ""}};
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+    assert_int_equal(setenv("LOOPKIT_GEMM", env[i].value, 1), 0);
+    nn = open_nn(1, 0);
+    const char *want = !env[i].want   ? second
+                       : *env[i].want ? env[i].want
+                                      : best;
+    assert_string_equal(lk_nn_backend(nn), want);
+    lk_nn_free(nn);
+  }
+  assert_int_equal(unsetenv("LOOPKIT_GEMM"), 0);
   nn = open_nn(2, LK_NN_PORTABLE);
   assert_int_equal(lk_nn_threads(nn), 2);
   assert_string_equal(lk_nn_backend(nn), "portable");

@@ -59,17 +59,24 @@ typedef struct lk_rng lk_rng; /* loopkit/host.h */
 typedef struct lk_nn lk_nn;
 
 /* Flags of lk_nn_create. PORTABLE: portable code only, the kit's own
- * product even with OpenBLAS and 16-byte vectors whatever the CPU has.
+ * product even with a BLAS and 16-byte vectors whatever the CPU has.
  * NO_BLAS: the kit's own product, in the CPU's widest vectors (the same
- * bits as PORTABLE's, faster). */
+ * bits as PORTABLE's, faster). NO_ONEDNN: OpenBLAS's products even where
+ * oneDNN's can be loaded. */
 #define LK_NN_PORTABLE 1u
 #define LK_NN_NO_BLAS 2u
+#define LK_NN_NO_ONEDNN 4u
 
 /* A context with THREADS threads (the caller's included; 0: one per CPU
- * the process may run on). With OpenBLAS, its own threading is set to 1
- * (openblas_set_num_threads, process-wide): the kit runs single-threaded
- * products on its own threads, which measured faster (see src/nn/gemm.c)
- * and leaves no two pools fighting for the cores. */
+ * the process may run on). The products run in oneDNN's sgemm where the
+ * build found it and it loads, else in OpenBLAS's, else in the kit's own;
+ * each call on one thread, the kit's (OpenBLAS's own threading is set to
+ * 1 with openblas_set_num_threads, process-wide; oneDNN's OpenMP threads
+ * to 1 for the calling thread during the call): single-threaded products
+ * on the kit's threads measured faster (see src/nn/gemm.c) and leave no
+ * two pools fighting for the cores. The environment variable
+ * LOOPKIT_GEMM=openblas or portable makes every context of the process
+ * take that one instead, as the flags do. */
 LK_API int lk_nn_create(lk_nn **out, int threads, unsigned flags);
 LK_API void lk_nn_free(lk_nn *nn);
 LK_API int lk_nn_threads(const lk_nn *nn);
@@ -85,7 +92,8 @@ LK_API int lk_nn_threads(const lk_nn *nn);
 LK_API int lk_nn_parallel(lk_nn *nn, int ntasks,
                           void (*fn)(void *ctx, int task, int thread),
                           void *ctx);
-/* "openblas" or "portable" (the kit's own): what lk_nn_sgemm runs. */
+/* "onednn", "openblas" or "portable" (the kit's own): what lk_nn_sgemm
+ * runs. */
 LK_API const char *lk_nn_backend(const lk_nn *nn);
 /* The vectors of the kit's own kernels (GELU, tanh, sigmoid, softmax, and
  * its product): "avx512", "avx2" or "base" (LK_NN_PORTABLE: always

@@ -34,7 +34,7 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
                    "lk_nn_create: threads is %d; expected 0 (one per CPU) "
                    "to %d",
                    threads, NN_MAX_THREADS);
-  unsigned known = LK_NN_PORTABLE | LK_NN_NO_BLAS;
+  unsigned known = LK_NN_PORTABLE | LK_NN_NO_BLAS | LK_NN_NO_ONEDNN;
   if (flags & ~known)
     return lk__err(LK_EINVAL, "lk_nn_create: unknown flags 0x%x",
                    flags & ~known);
@@ -45,8 +45,8 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
   if (nn->threads > NN_MAX_THREADS)
     nn->threads = NN_MAX_THREADS;
   nn->ws_limit = SIZE_MAX;
-  /* OpenBLAS on one thread (gemm.c says why), or the portable product */
-  nn->portable = (flags & known) || !nn__blas_open();
+  /* oneDNN or OpenBLAS on one thread (gemm.c says why), or the kit's */
+  nn->blas = nn__blas_open(flags);
   nn->k = &nn__kernels_base;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (!(flags & LK_NN_PORTABLE)) {
@@ -79,7 +79,7 @@ int lk_nn_threads(const lk_nn *nn) {
 }
 
 const char *lk_nn_backend(const lk_nn *nn) {
-  return nn && !nn->portable ? "openblas" : "portable";
+  return nn__blas_name(nn ? nn->blas : NULL);
 }
 
 const char *lk_nn_isa(const lk_nn *nn) {

@@ -1,7 +1,7 @@
-/* The kit's matrix product: OpenBLAS's sgemm on one thread, or the
- * portable loop, run on tiles of C by the kit's own threads.
+/* The kit's matrix product: oneDNN's or OpenBLAS's sgemm on one thread,
+ * or the portable loop, run on tiles of C by the kit's own threads.
  *
- * Why not OpenBLAS's threads: measured on this project's machine (2 cores
+ * Why not the libraries' threads: measured on this project's machine (2 cores
  * of an AMD EPYC, OpenBLAS 0.3.21 with its Haswell kernels) on the products of
  * bench/nn_layers, a one-thread sgemm on each half of C run by two spinning
  * kit threads gave 1.7x to 2.1x one thread's speed, OpenBLAS's own two
@@ -10,10 +10,10 @@
  * the norms) need the kit's threads anyway; two pools spinning on two
  * cores slow each other down.
  *
- * Why fixed tiles: OpenBLAS rounds an element of C differently depending
- * on the shape of the call that computes it (its kernels for the edges of
- * a tile sum in another order), so handing each thread "its half" would
- * make the result depend on the thread count. The tiles here depend on M,
+ * Why fixed tiles: OpenBLAS (and oneDNN) rounds an element of C differently
+ * depending on the shape of the call that computes it (its kernels for the
+ * edges of a tile sum in another order), so handing each thread "its half"
+ * would make the result depend on the thread count. The tiles here depend on M,
  * N and K only; each is one call, whoever runs it. Measured on one
  * thread, 4 tiles instead of 1 cost 1% to 4%; tiles are at least 128 wide
  * and 4 MFLOP, and their number is a power of two (even shares for 1, 2, 4
@@ -36,33 +36,32 @@
 
 #include "nn_internal.h"
 
-#ifdef LK_HAVE_BLAS
-#include <cblas.h>
+/* A product library: its sgemm behind one signature, run on the calling
+ * thread only. */
+typedef void nn_sgemm_fn(bool ta, bool tb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c, int ldc);
+struct nn_blas {
+  const char *name;
+  nn_sgemm_fn *sgemm;
+  bool clears_c; /* beta = 0 overwrites C, NaN included (probed) */
+  bool loaded;
+};
+
+#if defined(LK_HAVE_BLAS) || defined(LK_HAVE_ONEDNN)
 #include <dlfcn.h>
 
-/* OpenBLAS, loaded once and privately (RTLD_LOCAL), so that its cblas_*
- * never enter the process's global scope: linked into libloopkit, they
- * would replace the BLAS of every plugin loaded later (GSL's, under
- * gsl_bfgs, whose iterates then changed by 3e-7). NULL if it cannot be
- * loaded: the kit then runs the portable product. */
-static struct {
-  __typeof__(&cblas_sgemm) sgemm;
-  __typeof__(&openblas_set_num_threads) set_threads;
-  bool clears_c; /* beta = 0 overwrites C, NaN included (probed) */
-} blas;
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
 /* Does sgemm with beta = 0 write C without reading it? BLAS says C need
- * not be set then, and OpenBLAS 0.3.21 does overwrite it, through its
- * small-matrix kernels and through its beta kernel (sgemm_beta sets zeros);
- * some versions multiplied C by 0 instead, so a NaN in C (a fresh
+ * not be set then, and OpenBLAS 0.3.21 and oneDNN 2.6 do overwrite it
+ * (OpenBLAS through its small-matrix kernels and its beta kernel); some
+ * OpenBLAS versions multiplied C by 0 instead, so a NaN in C (a fresh
  * activation buffer) stayed NaN. Where the product overwrites, clearing C
  * first is a second pass over every forward activation for nothing: it was
  * 2.3% of a baby-GPT step. The probe runs a square product of side N
  * (4 takes the small kernels; PROBE_BIG the packed path) over a C of NaN
  * and checks every element. */
 #define PROBE_BIG 160
-static bool blas_probe_clears(int n) {
+static bool probe_clears(const struct nn_blas *blas, int n) {
   size_t nn = (size_t)n * (size_t)n;
   float *a = malloc(3 * nn * sizeof *a);
   if (!a)
@@ -72,8 +71,7 @@ static bool blas_probe_clears(int n) {
     a[i] = 1;
   for (size_t i = 0; i < nn; i++)
     c[i] = nan;
-  blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n,
-             a + nn, n, 0, c, n);
+  blas->sgemm(false, false, n, n, n, 1, a, n, a + nn, n, 0, c, n);
   bool ok = true;
   for (size_t i = 0; i < nn && ok; i++)
     ok = c[i] == (float)n;
@@ -81,32 +79,164 @@ static bool blas_probe_clears(int n) {
   return ok;
 }
 
-static void blas_load(void) {
+static void probe(struct nn_blas *blas) {
+  blas->clears_c = probe_clears(blas, 4) && probe_clears(blas, PROBE_BIG);
+  blas->loaded = true;
+}
+
+/* POSIX's way to take a function from dlsym */
+static bool symbol(void *h, const char *name, void *fn, size_t size) {
+  void *f = dlsym(h, name);
+  if (f)
+    memcpy(fn, &f, size);
+  return f != NULL;
+}
+#endif
+
+#ifdef LK_HAVE_ONEDNN
+/* oneDNN's sgemm, as torch's conv and its matmuls on CPUs with AVX-512
+ * take it: on this project's machine (2 cores of an AMD EPYC, AVX-512),
+ * one thread, warm caches, it ran the products of a baby-GPT step (768 x
+ * {128, 256, 384, 512} x {128, 512, 768}) at 106 to 117 GFLOP/s where
+ * OpenBLAS 0.3.21's Cooperlake kernels ran them at 100 to 105: oneDNN
+ * packs less (a fifth of OpenBLAS's time there went to packing) and has
+ * kernels for these narrow shapes. bench/gpt: 16.2k and 17.0k tokens/s
+ * against 14.0k and 14.3k on one thread.
+ *
+ * Loaded privately, as OpenBLAS is (configure.ac): libloopkit does not
+ * link it, so a process that never makes a layer kit context does not map
+ * it (nor its OpenMP runtime). Debian's oneDNN runs its parallel regions
+ * with OpenMP (libgomp), whose team size is a per-thread setting: the
+ * call is made with the calling thread's set to 1 and restored after, so
+ * each product runs on the kit thread that calls it, as OpenBLAS's do,
+ * and nothing else in the process sees the change. A oneDNN built with
+ * another runtime (TBB, a thread pool) is not used: its threads would
+ * fight the kit's. */
+#include <dnnl.h>
+
+static struct {
+  __typeof__(&dnnl_sgemm) sgemm;
+  int (*omp_get_max_threads)(void);
+  void (*omp_set_num_threads)(int);
+} onednn;
+
+static void onednn_sgemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb,
+                         float beta, float *c, int ldc) {
+  int team = onednn.omp_get_max_threads ? onednn.omp_get_max_threads() : 1;
+  if (team != 1)
+    onednn.omp_set_num_threads(1);
+  dnnl_status_t status = onednn.sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
+                                      alpha, a, lda, b, ldb, beta, c, ldc);
+  if (team != 1)
+    onednn.omp_set_num_threads(team);
+  if (status != dnnl_success) /* out of memory for its packing buffers */
+    nn__kernels_base.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                           ldc);
+}
+
+static struct nn_blas onednn_blas = {.name = "onednn", .sgemm = onednn_sgemm};
+static pthread_once_t onednn_once = PTHREAD_ONCE_INIT;
+
+static void onednn_load(void) {
+  void *h = dlopen(LK_ONEDNN_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return;
+  __typeof__(&dnnl_version) version = NULL;
+  if (!symbol(h, "dnnl_version", &version, sizeof version) ||
+      !symbol(h, "dnnl_sgemm", &onednn.sgemm, sizeof onednn.sgemm))
+    return; /* the handle stays: the library is resident */
+  const dnnl_version_t *v = version();
+  if (v->cpu_runtime == DNNL_RUNTIME_OMP) {
+    /* dlsym on the handle searches its dependencies: its OpenMP */
+    if (!symbol(h, "omp_get_max_threads", &onednn.omp_get_max_threads,
+                sizeof onednn.omp_get_max_threads) ||
+        !symbol(h, "omp_set_num_threads", &onednn.omp_set_num_threads,
+                sizeof onednn.omp_set_num_threads))
+      return;
+  } else if (v->cpu_runtime != DNNL_RUNTIME_SEQ) {
+    return;
+  }
+  probe(&onednn_blas);
+}
+#endif
+
+#ifdef LK_HAVE_BLAS
+#include <cblas.h>
+
+/* OpenBLAS, loaded once and privately (RTLD_LOCAL), so that its cblas_*
+ * never enter the process's global scope: linked into libloopkit, they
+ * would replace the BLAS of every plugin loaded later (GSL's, under
+ * gsl_bfgs, whose iterates then changed by 3e-7). */
+static struct {
+  __typeof__(&cblas_sgemm) sgemm;
+  __typeof__(&openblas_set_num_threads) set_threads;
+} openblas;
+
+static void openblas_sgemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                           const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc) {
+  openblas.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                 tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                 beta, c, ldc);
+}
+
+static struct nn_blas openblas_blas = {.name = "openblas",
+                                       .sgemm = openblas_sgemm};
+static pthread_once_t openblas_once = PTHREAD_ONCE_INIT;
+
+static void openblas_load(void) {
   void *h = dlopen(LK_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return;
-  /* POSIX's way to take a function from dlsym */
-  void *f = dlsym(h, "cblas_sgemm"), *t = dlsym(h, "openblas_set_num_threads");
-  if (!f || !t)
-    return; /* the handle stays: the library is resident */
-  memcpy(&blas.sgemm, &f, sizeof f);
-  memcpy(&blas.set_threads, &t, sizeof t);
-  blas.set_threads(1);
-  blas.clears_c = blas_probe_clears(4) && blas_probe_clears(PROBE_BIG);
-}
-
-bool nn__blas_open(void) {
-  pthread_once(&blas_once, blas_load);
-  if (!blas.sgemm)
-    return false;
-  blas.set_threads(1);
-  return true;
-}
-#else
-bool nn__blas_open(void) {
-  return false;
+  if (!symbol(h, "cblas_sgemm", &openblas.sgemm, sizeof openblas.sgemm) ||
+      !symbol(h, "openblas_set_num_threads", &openblas.set_threads,
+              sizeof openblas.set_threads))
+    return;
+  openblas.set_threads(1);
+  probe(&openblas_blas);
 }
 #endif
+
+/* LOOPKIT_GEMM: which library every context takes at most (a
+ * comparison, a machine whose oneDNN misbehaves): "onednn" (the default
+ * order), "openblas" or "portable". Anything else is ignored. */
+static unsigned env_flags(void) {
+  const char *v = getenv("LOOPKIT_GEMM");
+  if (!v)
+    return 0;
+  if (!strcmp(v, "openblas"))
+    return LK_NN_NO_ONEDNN;
+  if (!strcmp(v, "portable"))
+    return LK_NN_NO_BLAS;
+  return 0;
+}
+
+const struct nn_blas *nn__blas_open(unsigned flags) {
+  flags |= env_flags();
+  if (flags & (LK_NN_PORTABLE | LK_NN_NO_BLAS))
+    return NULL;
+#ifdef LK_HAVE_ONEDNN
+  if (!(flags & LK_NN_NO_ONEDNN)) {
+    pthread_once(&onednn_once, onednn_load);
+    if (onednn_blas.loaded)
+      return &onednn_blas;
+  }
+#endif
+#ifdef LK_HAVE_BLAS
+  pthread_once(&openblas_once, openblas_load);
+  if (openblas_blas.loaded) {
+    /* again: a library may have changed it since */
+    openblas.set_threads(1);
+    return &openblas_blas;
+  }
+#endif
+  return NULL;
+}
+
+const char *nn__blas_name(const struct nn_blas *blas) {
+  return blas ? blas->name : "portable";
+}
 
 #define TILE_MIN 128     /* rows or columns of C */
 #define TILE_FLOPS 4.0e6 /* a tile must be worth a call */
@@ -133,16 +263,12 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
     scale_c(m, n, beta, c, ldc);
     return;
   }
-#ifdef LK_HAVE_BLAS
-  if (!nn->portable) {
-    if (beta == 0 && !blas.clears_c) /* blas_probe_clears: NaN would stay */
+  if (nn->blas) {
+    if (beta == 0 && !nn->blas->clears_c) /* probe_clears: NaN would stay */
       scale_c(m, n, 0, c, ldc);
-    blas.sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-               tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-               beta, c, ldc);
+    nn->blas->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#endif
   nn->k->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

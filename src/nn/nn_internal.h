@@ -41,7 +41,8 @@ extern const nn_kernels nn__kernels_base, nn__kernels_avx2, nn__kernels_avx512;
 
 struct lk_nn {
   int threads;
-  bool portable; /* the kit's product: no OpenBLAS, or a flag said so */
+  /* gemm.c: the library the products run in; NULL: the kit's own */
+  const struct nn_blas *blas;
   const nn_kernels *k;
 
   /* The pool (threads.c), shared by every context of the process with
@@ -69,11 +70,14 @@ int nn__reserve(lk_nn *nn, const char *layer, size_t shared, size_t per_thread);
 void *nn__shared(lk_nn *nn);
 void *nn__scratch(lk_nn *nn, int thread);
 
-/* gemm.c: loads OpenBLAS (once) and sets its threads to 1; false if the
- * build has none or it cannot be loaded. */
-bool nn__blas_open(void);
-/* gemm.c: one product on the calling thread (OpenBLAS or the portable
- * loop, as the context says), for kernels that cut their own work. */
+/* gemm.c: the product library for a context of lk_nn_create's FLAGS
+ * (loaded once): oneDNN, else OpenBLAS, each on one thread; NULL if
+ * the flags ask for the kit's own product or the build has neither or
+ * neither can be loaded. */
+const struct nn_blas *nn__blas_open(unsigned flags);
+const char *nn__blas_name(const struct nn_blas *blas);
+/* gemm.c: one product on the calling thread (the context's library or
+ * the kit's own loop), for kernels that cut their own work. */
 void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
                float alpha, const float *a, int lda, const float *b, int ldb,
                float beta, float *c, int ldc);
