@@ -133,8 +133,7 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
     if (lk__kind_has(step->desc, step->minor, kind)) {
       *slot = step;
       step->roles |= 1u << k;
-    }
-    else if (!run->loop.manual)
+    } else if (!run->loop.manual)
       return lk__registry_assign(&run->env, k, step->spec,
                                  lk_config_find(cfg, "plugins", "step")->where,
                                  slot);
@@ -227,41 +226,77 @@ static bool names_section(const char *name, size_t len, const char *section) {
   return strlen(section) == len && !memcmp(name, section, len);
 }
 
-/* The --set of [plugins] that took SECTION's plugin out of its role (an
- * override swapped it, or removed it with none or an empty value), or
- * NULL. That section is left unused, which is no mistake in the file. */
-static const lk__config_override *swapped_out(const lk_config *cfg,
-                                              const char *section) {
+/* Whether VALUE, the comma list of KEY in section OWNER, names SECTION:
+ * an item of [plugins] or of a composite's list (a scheduler's
+ * `schedulers = warmup:linear_warmup, ...`), or, in an optimizer's
+ * `groups`, the group's section OWNER.GROUP. */
+static bool list_names(const char *value, const char *owner, const char *key,
+                       const char *section) {
+  size_t olen = strlen(owner);
+  bool groups = strcmp(key, "groups") == 0;
+  if (groups) {
+    if (strncmp(section, owner, olen) != 0 || section[olen] != '.')
+      return false;
+    section += olen + 1;
+  }
+  for (const char *p = value; *p;) {
+    size_t len = strcspn(p, ",");
+    if (names_section(p, len, section))
+      return true;
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
+static bool known_section(const lk__registry *reg, const char *section) {
+  if (!strcmp(section, "loop") || !strcmp(section, "plugins"))
+    return true;
+  for (size_t k = 0; k < reg->n; k++)
+    if (!reg->all[k]->replica && strcmp(reg->all[k]->name, section) == 0)
+      return true;
+  return false;
+}
+
+#define ORPHAN_DEPTH 8 /* sections naming sections: a composite's children */
+
+/* The --set that left SECTION unused, or NULL: one whose replaced value
+ * named it (it swapped a plugin, took one out with none or an empty
+ * value, dropped a group or a composite's child), or named a section
+ * that names it and is unused itself (a scheduler taken out leaves its
+ * children's sections too; an optimizer taken out, its groups'). Such a
+ * section is no mistake in the file. */
+static const lk__config_override *orphaned_by(const lk__registry *reg,
+                                              const lk_config *cfg,
+                                              const char *section, int depth) {
   for (size_t i = 0; i < lk__config_n_overrides(cfg); i++) {
     const lk__config_override *o = lk__config_override_at(cfg, i);
-    if (strcmp(o->section, "plugins") != 0 || !o->was)
+    if (o->was && list_names(o->was, o->section, o->key, section))
+      return o;
+  }
+  if (depth >= ORPHAN_DEPTH)
+    return NULL;
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
+    if (strcmp(e->section, section) == 0 || known_section(reg, e->section) ||
+        !list_names(e->value, e->section, e->key, section))
       continue;
-    for (const char *p = o->was; *p;) {
-      size_t len = strcspn(p, ",");
-      if (names_section(p, len, section))
-        return o;
-      p += len + (p[len] == ',');
-    }
+    const lk__config_override *o = orphaned_by(reg, cfg, e->section, depth + 1);
+    if (o)
+      return o;
   }
   return NULL;
 }
 
-/* Every section must be [loop], [plugins] or a named plugin's; one whose
- * plugin an override took out is noted and left unused. */
+/* Every section must be [loop], [plugins] or a named plugin's; one an
+ * override left unused (orphaned_by) is noted. */
 static int check_sections(const lk_run *run, const lk_config *cfg) {
   const lk__registry *reg = &run->env.reg;
   const char *noted = NULL;
   for (size_t i = 0; i < lk__config_count(cfg); i++) {
     const lk_config_entry *e = lk__config_at(cfg, i);
-    if (!strcmp(e->section, "loop") || !strcmp(e->section, "plugins"))
+    if (known_section(reg, e->section) || (noted && !strcmp(noted, e->section)))
       continue;
-    bool known = false;
-    for (size_t k = 0; k < reg->n; k++)
-      known = known || (!reg->all[k]->replica &&
-                        strcmp(reg->all[k]->name, e->section) == 0);
-    if (known || (noted && !strcmp(noted, e->section)))
-      continue;
-    const lk__config_override *o = swapped_out(cfg, e->section);
+    const lk__config_override *o = orphaned_by(reg, cfg, e->section, 0);
     if (o) {
       const char *where = lk__config_section_where(cfg, e->section);
       lk__log(&run->env, LK_LOG_INFO,

@@ -62,6 +62,23 @@ max_lr = 0.05
 total_steps = 20
 INI
 train "$T/seq.ini" --out "$T/seq-ref"
+
+# Taking a composite out from the command line leaves its children's
+# sections unused too: noted, not refused as unknown (a regression: they
+# were "unknown section [warm]"); so does dropping one child.
+expect 0 "note: $T/seq.ini:19: section \\[warm\\] is unused: --set plugins.scheduler=none replaced scheduler = lrs:sequential" \
+  "scheduler = none notes [lrs] and its children's sections unused" \
+  -- train "$T/seq.ini" --set plugins.scheduler=none --set plugins.profiler=none \
+  --set loop.max_steps=2 --out "$T/seq-none"
+check "... [cycle] too, with its line" grep -Eq "seq.ini:[0-9]+: section \\[cycle\\] is unused" "$T/out"
+expect 0 "section \\[cycle\\] is unused: --set lrs.schedulers=warm:linear_warmup, steps:step_lr replaced schedulers = warm:linear_warmup, steps:step_lr, cycle:onecycle" \
+  "dropping a child of lrs notes its section unused" \
+  -- train "$T/seq.ini" --set "lrs.schedulers=warm:linear_warmup, steps:step_lr" \
+  --set lrs.milestones=8 --set plugins.profiler=none --set loop.max_steps=2 \
+  --out "$T/seq-two"
+expect 2 "unknown section \\[warmup\\]" "a section nothing ever named is still unknown" \
+  -- train "$T/seq.ini" --set plugins.scheduler=none --set warmup.x=1 \
+  --set plugins.profiler=none --out "$T/seq-bad"
 check "a sequential of linear_warmup, step_lr and onecycle trains 40 steps" \
   test "$(column lr "$T/seq-ref/metrics.csv" | wc -l)" -eq 40
 # 8 steps of warm-up to 0.1, step_lr from 0.1 (its closed form at 0)
