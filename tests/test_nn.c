@@ -3,7 +3,8 @@
  * 1. every layer against torch 1.13 (tests/data/nn.ref, written by
  *    tests/torch/nn_reference.py): forward outputs, saved statistics and
  *    every gradient, with the gradients added into buffers that already
- *    hold values (the kit adds), on one thread and three with OpenBLAS, on
+ *    hold values (the kit adds), on one thread and three with the default
+ *    library (oneDNN where the build has it), on two with OpenBLAS, on
  *    two with the portable code, on three with the kit's own product in
  *    the widest vectors; and wrongly configured layers
  *    against the same references, which must fail the comparison;
