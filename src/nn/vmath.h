@@ -83,13 +83,10 @@ static inline nn_vf nn_abs(nn_vf x) {
   return nn_asf(nn_asi(x) & 0x7fffffff);
 }
 
-/* e^x, NaN kept; 0 below -87.3 (no denormals) and e^88 above 88: the kit
- * only takes it of x <= 0 (softmax) or where it saturates (tanh, sigmoid). */
-static inline nn_vf nn_exp(nn_vf x) {
+/* e^x for x in [-87.3, 88] (NaN kept): x = n ln 2 + r with |r| <= ln 2 /
+ * 2, e^r by a polynomial, 2^n put in the exponent. The callers clamp. */
+static inline nn_vf nn_exp_in_range(nn_vf x) {
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds */
-  x = nn_sel(x > 88.0f, nn_splat(88.0f), x);
-  nn_vi under = x < -87.33654f;
-  x = nn_sel(under, nn_splat(-87.33654f), x);
   nn_vf t = x * 1.44269504088896341f + magic;
   nn_vf n = t - magic; /* round(x / ln 2) */
   nn_vf r = x - n * 0.693359375f;
@@ -103,7 +100,16 @@ static inline nn_vf nn_exp(nn_vf x) {
   p = p * r + 5.0000001201e-1f;
   p = p * z + r + 1.0f;
   nn_vi e = (nn_asi(t) - nn_asi(nn_splat(magic)) + 127) << 23; /* 2^n */
-  return nn_sel(under, nn_splat(0.0f), p * nn_asf(e));
+  return p * nn_asf(e);
+}
+
+/* e^x, NaN kept; 0 below -87.3 (no denormals) and e^88 above 88: the kit
+ * only takes it of x <= 0 (softmax) or where it saturates (tanh, sigmoid). */
+static inline nn_vf nn_exp(nn_vf x) {
+  x = nn_sel(x > 88.0f, nn_splat(88.0f), x);
+  nn_vi under = x < -87.33654f;
+  x = nn_sel(under, nn_splat(-87.33654f), x);
+  return nn_sel(under, nn_splat(0.0f), nn_exp_in_range(x));
 }
 
 /* tanh x: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above. */
@@ -132,23 +138,9 @@ static inline nn_vf nn_sigmoid(nn_vf x) {
  * reciprocal is (GELU: x / (1 + e^-2u) is x e^-80 or less there, where
  * torch's is 0). */
 static inline nn_vf nn_exp_floor(nn_vf x) {
-  const float magic = 12582912.0f;
   x = nn_sel(x > 80.0f, nn_splat(80.0f), x);
   x = nn_sel(x < -87.33654f, nn_splat(-87.33654f), x);
-  nn_vf t = x * 1.44269504088896341f + magic;
-  nn_vf n = t - magic;
-  nn_vf r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  nn_vf z = r * r;
-  nn_vf p = nn_splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * z + r + 1.0f;
-  nn_vi e = (nn_asi(t) - nn_asi(nn_splat(magic)) + 127) << 23;
-  return p * nn_asf(e);
+  return nn_exp_in_range(x);
 }
 
 /* torch's GELU(approximate='tanh'), 0.5 x (1 + tanh u) with
