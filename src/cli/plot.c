@@ -479,9 +479,7 @@ static int make_panel(const plot_table *t, const plot_panel *lp,
            o->log ? " (log scale)" : "");
   p->ylabel = p->ylabel_buf;
   p->missing = o->log ? "no values above 0 for a log scale" : "no values";
-  /* A rate (lr, or a group's or another optimizer's lr_NAME) is drawn as
-   * it was set, never smoothed. */
-  bool lr = !strcmp(lp->name, "lr") || !strncmp(lp->name, "lr_", 3);
+  bool lr = plot_is_rate(lp->name); /* drawn as set, never smoothed */
   for (size_t k = 0; k < lp->n_series; k++) {
     const plot_series *ls = &lp->s[k];
     const double *y = ls->col >= 0 ? t->cols[ls->col] : NULL;

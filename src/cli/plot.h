@@ -3,6 +3,7 @@
 #ifndef LK_CLI_PLOT_H
 #define LK_CLI_PLOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* A metrics.csv in memory: one array of doubles per column, NaN where the
@@ -63,13 +64,16 @@ typedef struct plot_layout {
 
 /* The panels for T: one per name of METRICS (a comma list, in its order)
  * or, when METRICS is NULL, one per metric with values, in the columns'
- * order, lr last. Without an lr column the learning rate is the run's
- * optimizer's lr option in RUN_DIR/config.ini, if it has one. 0; EXIT_USAGE
- * after cli_error for a name with no values; EXIT_FAILED after cli_error
- * when memory runs out. */
+ * order, the rates last (plot_is_rate). Without an lr column the learning rate
+ * is the run's optimizer's lr option in RUN_DIR/config.ini, if it has one. 0;
+ * EXIT_USAGE after cli_error for a name with no values; EXIT_FAILED after
+ * cli_error when memory runs out. */
 int plot_panels_choose(const plot_table *t, const char *metrics,
                        const char *run_dir, plot_layout *out);
 
 void plot_layout_free(plot_layout *l);
+/* Whether panel NAME is a learning rate: lr, or a parameter group's or
+ * another optimizer's lr_NAME (drawn as set, never smoothed; last). */
+bool plot_is_rate(const char *name);
 
 #endif

@@ -158,7 +158,7 @@ static int choose_named(const plot_table *t, const char *metrics,
   }
 }
 
-static bool is_rate(const char *name) {
+bool plot_is_rate(const char *name) {
   return !strcmp(name, "lr") || !strncmp(name, "lr_", 3);
 }
 
@@ -172,7 +172,7 @@ static void choose_all(const plot_table *t, const char *run_dir,
     for (size_t c = PLOT_LOSS; c < t->n_cols; c++) {
       const char *name = metric_of(t->names[c]);
       if (!plot_table_column(t, (long)c) || !strcmp(name, "lr") ||
-          is_rate(name) != (rates == 1) ||
+          plot_is_rate(name) != (rates == 1) ||
           strlen(name) >= sizeof l->panels[0].name || has_panel(l, name))
         continue;
       if (fill_panel(t, run_dir, name, &l->panels[l->n]))
