@@ -166,6 +166,30 @@ static inline void optim_set_momentum(void *self, double momentum) {
   *(double *)((optim_common *)self)->momentum->data = momentum;
 }
 
+/* An optimizer created with momentum = 0 keeps no momentum buffers (sgd,
+ * rmsprop), so a momentum other than 0 is a state it cannot step from:
+ * the step refuses it when a scheduler sets it (LK_ECONFIG: the config is
+ * at fault), check_state when a checkpoint holds it (LK_EFORMAT). One
+ * check, so that a checkpoint the resume accepts is one that trains. */
+static inline int optim_check_momentum_kept(const optim_common *c, bool buffers,
+                                            const char *plugin, int code) {
+  double m = optim_get_momentum((void *)c);
+  if (m == 0 || buffers)
+    return 0;
+  if (code == LK_EFORMAT)
+    return lk_fail(c->host, code,
+                   "state %s[0] = %g in the checkpoint, but %s was created "
+                   "with momentum = 0 and so keeps no momentum buffers to "
+                   "step with: expected 0",
+                   c->momentum->name, m, plugin);
+  return lk_fail(c->host, code,
+                 "momentum is %g (set by a scheduler), but %s was created "
+                 "with momentum = 0 and so keeps no momentum buffers: give "
+                 "it momentum > 0 (the scheduler sets the value it starts "
+                 "from)",
+                 m, plugin);
+}
+
 /* Before a step touches anything: the parameters are those of create, and
  * each is like its buffer BUF[i] (BUF NULL: no buffers). */
 static inline int optim_check_params(const optim_common *c,

@@ -27,6 +27,7 @@ typedef struct rmsprop {
   optim_common c; /* lr, step (as torch counts), momentum */
   double alpha, eps, weight_decay;
   bool centered, maximize;
+  bool kept; /* created with momentum > 0: momentum_buffer exists */
   /* Host state, one tensor per parameter each (c.bufs), zero-filled as
    * torch's: momentum_buffer only with momentum > 0, grad_avg only when
    * centered. */
@@ -52,10 +53,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->momentum_buffer = s->c.bufs + n;
   s->grad_avg = s->c.bufs + 2 * n;
   double momentum = lk_opt_double(o, "momentum");
+  s->kept = momentum > 0;
   rc = optim_add_momentum(&s->c, "momentum", momentum);
   if (rc == 0)
     rc = optim_param_states(&s->c, "square_avg", s->square_avg);
-  if (rc == 0 && momentum > 0)
+  if (rc == 0 && s->kept)
     rc = optim_param_states(&s->c, "momentum_buffer", s->momentum_buffer);
   if (rc == 0 && s->centered)
     rc = optim_param_states(&s->c, "grad_avg", s->grad_avg);
@@ -72,6 +74,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 static int check_state(void *self) {
   rmsprop *s = self;
   int rc = optim_check_state(&s->c);
+  if (rc == 0)
+    rc = optim_check_momentum_kept(&s->c, s->kept, "rmsprop", LK_EFORMAT);
   return rc ? rc : optim_check_squares(&s->c, s->square_avg);
 }
 
@@ -141,14 +145,10 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   int rc = optim_check_params(&s->c, params, n, s->square_avg);
   if (rc != 0)
     return rc;
+  rc = optim_check_momentum_kept(&s->c, s->kept, "rmsprop", LK_ECONFIG);
+  if (rc != 0)
+    return rc;
   double m = optim_get_momentum(s);
-  if (m > 0 && !s->momentum_buffer[0])
-    return lk_fail(s->c.host, LK_ECONFIG,
-                   "momentum is %g (set by a scheduler), but rmsprop was "
-                   "created with momentum = 0 and so keeps no momentum "
-                   "buffers: give it momentum > 0 (the scheduler sets the "
-                   "value it starts from)",
-                   m);
   ((double *)s->c.step->data)[0] += 1;
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];

@@ -102,6 +102,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 static int check_state(void *self) {
   sgd *s = self;
   int rc = optim_check_state(&s->c);
+  if (rc == 0)
+    rc = optim_check_momentum_kept(&s->c, s->initialized, "sgd", LK_EFORMAT);
   if (rc == 0 && s->initialized)
     rc = lk_state_check(s->c.host, s->initialized, 0, 1, true);
   return rc;
@@ -208,14 +210,10 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   int rc = optim_check_params(&s->c, params, n, s->c.bufs);
   if (rc != 0)
     return rc;
+  rc = optim_check_momentum_kept(&s->c, s->initialized, "sgd", LK_ECONFIG);
+  if (rc != 0)
+    return rc;
   double m = optim_get_momentum(s);
-  if (m != 0 && !s->c.bufs)
-    return lk_fail(s->c.host, LK_ECONFIG,
-                   "momentum is %g (set by a scheduler), but sgd was created "
-                   "with momentum = 0 and so keeps no momentum buffers: give "
-                   "it momentum > 0 (the scheduler sets the value it starts "
-                   "from)",
-                   m);
   /* torch creates each buffer as a copy of d_p at the first step with
    * momentum != 0. */
   bool first = m != 0 && ((double *)s->initialized->data)[0] == 0;
