@@ -1,8 +1,8 @@
 /* adam_common.h: Adam and AdamW as torch.optim.Adam and torch.optim.AdamW
- * 1.13 (_single_tensor_adam, _single_tensor_adamw), shared by plugins/adam.c
- * and plugins/adamw.c, which differ only in how weight decay is applied
- * (added to the gradient, or "decoupled": the parameter shrinks by
- * 1 - lr * weight_decay first) and in its default.
+ * 1.13 (_single_tensor_adam, _single_tensor_adamw), shared by
+ * plugins/optimizer/adam.c and plugins/optimizer/adamw.c, which differ only in
+ * how weight decay is applied (added to the gradient, or "decoupled": the
+ * parameter shrinks by 1 - lr * weight_decay first) and in its default.
  *
  * The iterates match torch's to the last bit. Torch's CPU kernels fuse
  * exp_avg.mul_(b1).add_(g, alpha=1-b1) into fma(1-b1, g, m*b1),

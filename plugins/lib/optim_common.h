@@ -8,8 +8,8 @@
  * Static inline so that each plugin stays one shared object that exports
  * nothing but its descriptor.
  *
- * plugins/sgd.c is also built against the frozen headers of ABI 1.2 and
- * 1.3 (tests/abi): what those lack is behind LK_ABI_MINOR. */
+ * plugins/optimizer/sgd.c is also built against the frozen headers of ABI 1.2
+ * and 1.3 (tests/abi): what those lack is behind LK_ABI_MINOR. */
 #ifndef LOOPKIT_PLUGINS_OPTIM_COMMON_H
 #define LOOPKIT_PLUGINS_OPTIM_COMMON_H
 
