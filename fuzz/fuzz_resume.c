@@ -1,4 +1,4 @@
-/* Resuming from a checkpoint (src/resume.c, src/rundir.c, and every bundled
+/* Resuming from a checkpoint (src/loop/resume.c, src/loop/rundir.c, and every bundled
  * plugin's check_state), then training on from it.
  *
  * Input: a config byte, then a checkpoint body (progress, generator, loop
@@ -22,8 +22,8 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "../src/crc32.h"
-#include "../src/internal.h"
+#include "../src/base/crc32.h"
+#include "../src/base/internal.h"
 #include "fuzz_util.h"
 #include "loopkit/run.h"
 

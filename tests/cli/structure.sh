@@ -37,7 +37,7 @@ check "hooks.c depends only on the registry and the kinds" \
 # No function of the loop longer than a screen (60 lines).
 awk '/^[a-z].*\) \{$/ { name = $0; start = NR }
      /^\}$/ && start { if (NR - start > 60) print name " (" NR - start " lines)"; start = 0 }' \
-  "$LK_SRCDIR/src/loop.c" >"$T/long"
-check "no function in src/loop.c is longer than 60 lines" test ! -s "$T/long"
+  "$LK_SRCDIR/src/loop/loop.c" >"$T/long"
+check "no function in src/loop/loop.c is longer than 60 lines" test ! -s "$T/long"
 [ -s "$T/long" ] && sed 's/^/# /' "$T/long"
 finish

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* Counters beyond 2^53 lose their units in the f64 state plugins keep
  * (a checkpoint callback's step numbers), and no run takes that many. */

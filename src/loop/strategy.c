@@ -1,7 +1,7 @@
 /* Processes: the strategy plugin's view of them (rank and world), the
  * sums the loop reduces over them, and stopping them all when one fails.
  * Without a strategy the run is one process and all of this is a no-op. */
-#include "run_private.h"
+#include "loop.h"
 
 /* Every process but rank 0 logs only errors: rank 0 speaks for the run. */
 int lk__strategy_setup(lk_run *run) {

@@ -3,7 +3,7 @@
  * processes, which share the batches out). */
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* Step metric names become metrics.csv columns, after a "val_" or "test_"
  * prefix for evaluations: at most this long. */

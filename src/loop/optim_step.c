@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* ---- one step of one optimizer ------------------------------------------- */
 

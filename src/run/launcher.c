@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 typedef struct launcher {
   const char *name; /* "mpirun" */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 static const lk__listed *loggers(const lk_run *run) {
   return &run->env.reg.listed[LK__KIND_LOGGER];

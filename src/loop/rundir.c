@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 #define LOCK_NAME ".lock"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* A name given twice (lr from the scheduler and from lr_monitor) keeps one
  * cell, the later value. Names are checked where they come from, so that

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* ---- signals ---------------------------------------------------------- */
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 static void shape_text(const lk_tensor *t, char *buf, size_t len) {
   const char *dt = lk_dtype_name(t->dtype);

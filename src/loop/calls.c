@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* The entries the loop calls, unwrapped. */
 static void direct_calls(lk_run *run) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 static double get(const lk_tensor *t, size_t k) {
   return lk__element(t->dtype, t->data, k);

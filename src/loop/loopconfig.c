@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* X(KEY, FIELD, TYPE, DEFAULT, MIN, HELP, CHOICES): MIN is the smallest
  * value an integer key takes. */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* ---- [plugins] ------------------------------------------------------------
  */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 double lk__now(void) {
   struct timespec ts;

@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 /* ---- inside the evaluation ---------------------------------------------- */
 

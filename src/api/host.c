@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run_private.h"
+#include "loop.h"
 
 int lk_fail(lk_host *host, int code, const char *fmt, ...) {
   (void)host;
