@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "../src/base/crc32.h"
-#include "../src/base/internal.h"
+#include "../src/store/checkpoint.h"
 #include "fuzz_util.h"
 
 #define NAME "fuzz.ckpt"

@@ -108,8 +108,7 @@ static void destroy(void *self) {
   free(m);
 }
 
-/* ---- memory --------------------------------------------------------------
- */
+/* ---- memory ------------------------------------------------------------- */
 
 /* Carves the block at BASE (NULL: only counts) into the buffers for N rows,
  * each 64-byte aligned; returns the bytes used. */
@@ -195,8 +194,7 @@ static int reserve(gpt *m, size_t N) {
   return 0;
 }
 
-/* ---- parameters ---------------------------------------------------------
- */
+/* ---- parameters --------------------------------------------------------- */
 
 static int add(gpt *m, const char *name, size_t d0, size_t d1,
                lk_tensor **out) {
@@ -286,8 +284,7 @@ static void init_params(gpt *m) {
   ones(m->lnfw);
 }
 
-/* ---- create ---------------------------------------------------------------
- */
+/* ---- create ------------------------------------------------------------- */
 
 /* The data's samples, when it says what they are: token sequences no
  * longer than block_size, of tokens below vocab_size. */
@@ -359,8 +356,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-/* ---- batches --------------------------------------------------------------
- */
+/* ---- batches ------------------------------------------------------------ */
 
 /* "i32 [12, 64]" */
 static const char *shape_of(const lk_tensor *t, char *buf, size_t len) {
@@ -426,8 +422,7 @@ static int take_batch(gpt *m, const lk_batch *b, bool targets) {
   return 0;
 }
 
-/* ---- forward --------------------------------------------------------------
- */
+/* ---- forward ------------------------------------------------------------ */
 
 #define DATA(t) ((t) ? (const float *)(t)->data : NULL)
 
@@ -571,8 +566,7 @@ static int predict_step(void *self, const lk_batch *batch, lk_tensor *out) {
   return 0;
 }
 
-/* ---- backward ------------------------------------------------------------
- */
+/* ---- backward ----------------------------------------------------------- */
 
 #define GRAD(t) ((t) ? (float *)(t)->grad : NULL)
 
@@ -682,8 +676,7 @@ static int backward(void *self, const lk_batch *b, double scale) {
   return 0;
 }
 
-/* ---- the descriptor -------------------------------------------------------
- */
+/* ---- the descriptor ----------------------------------------------------- */
 
 static const lk_option options[] = {
     {"n_layer", LK_OPT_INT, "4", "transformer blocks", "[1, 1024]"},

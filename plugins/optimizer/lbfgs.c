@@ -365,8 +365,7 @@ static double *st(lk_tensor *t) {
   return t->data;
 }
 
-/* ---- create --------------------------------------------------------------
- */
+/* ---- create ------------------------------------------------------------- */
 
 static void destroy(void *self) {
   lbfgs *s = self;
@@ -492,8 +491,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-/* ---- evaluations ----------------------------------------------------------
- */
+/* ---- evaluations -------------------------------------------------------- */
 
 /* A pool buffer that none of LIVE[0..n) is. */
 static int free_buffer(const int *live, int n) {

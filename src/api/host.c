@@ -4,13 +4,11 @@
  * inside a training run, the run; outside one (lk_optimizer_open) what
  * needs a run answers as a run that has not started would. */
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "loop.h"
+#include "manual.h"
 
 int lk_fail(lk_host *host, int code, const char *fmt, ...) {
   (void)host;
@@ -31,8 +29,7 @@ int lk_result_metric(lk_step_result *result, const char *name, double value) {
   return 0;
 }
 
-/* ---- parameters and state -------------------------------------------------
- */
+/* ---- parameters and state ----------------------------------------------- */
 
 int lk_host_add_param(lk_host *host, const char *name, lk_dtype dtype,
                       size_t ndim, const size_t *shape, lk_tensor **out) {
@@ -105,8 +102,7 @@ int lk_state_check(lk_host *host, const lk_tensor *t, double min, double max,
   return 0;
 }
 
-/* ---- processes and randomness ----------------------------------------------
- */
+/* ---- processes and randomness ------------------------------------------- */
 
 int lk_host_rank(lk_host *host) {
   return host->env->rank;
@@ -128,20 +124,7 @@ int lk_host_threads(lk_host *host) {
   return host->env->threads > 0 ? host->env->threads : 1;
 }
 
-int lk__threads_resolve(int64_t threads) {
-  if (threads > 0)
-    return threads > 4096 ? 4096 : (int)threads;
-  /* The CPUs this process may run on, not those the machine has: taskset
-   * and containers give fewer. */
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
-}
-
-/* ---- the data --------------------------------------------------------------
- */
+/* ---- the data ----------------------------------------------------------- */
 
 int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   const lk__instance *d = host->env->reg.role[LK__KIND_DATA];
@@ -180,8 +163,7 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   return 0;
 }
 
-/* ---- learning rates and wrapped optimizers --------------------------------
- */
+/* ---- learning rates and wrapped optimizers ------------------------------ */
 
 /* The optimizer a plugin's lk_host_lr and lk_host_momentum reach: the one
  * its instance is bound to (a scheduler created for another), else the
@@ -333,8 +315,7 @@ void lk_optimizer_set_lr(lk_optimizer *opt, double lr) {
     ops->set_lr(in->self, lr);
 }
 
-/* ---- schedulers made of schedulers ---------------------------------------
- */
+/* ---- schedulers made of schedulers -------------------------------------- */
 
 /* Where the config names child NAME of PARENT: the line of the parent's
  * option whose value holds it (its schedulers list). */
@@ -517,8 +498,7 @@ int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
   return 0;
 }
 
-/* ---- the loop: metrics, progress, checkpoints, stopping -------------------
- */
+/* ---- the loop: metrics, progress, checkpoints, stopping ----------------- */
 
 int lk_host_metric(lk_host *host, const char *name, double *value) {
   const lk_run *run = host->env->run;

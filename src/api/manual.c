@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "loop.h"
+#include "manual.h"
 
 static int manual_only(lk_host *host, const char *what) {
   const lk_run *run = host->env->run;

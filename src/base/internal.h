@@ -1,5 +1,8 @@
 /* Private declarations shared by libloopkit's files. Nothing here is
- * exported: the library is built with -fvisibility=hidden. */
+ * exported: the library is built with -fvisibility=hidden.
+ *
+ * This is the base part's header (src/base/): what every part uses. The
+ * parts above have headers of their own (src/PARTS). */
 #ifndef LK_INTERNAL_H
 #define LK_INTERNAL_H
 
@@ -50,32 +53,6 @@ int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
 /* Syncs the directory holding PATH: a rename is durable only then. */
 int lk__sync_dir(const char *path);
 
-/* searchpath.c: the plugin search path. EACH is called with every
- * directory, in search order, and where it comes from (for messages); a
- * non-zero return stops the walk and is returned. LOOPKIT_PLUGIN_PATH's
- * entries are checked first (absolute, none empty) unless unsafe plugins
- * are allowed (LK__UNSAFE_ENV=1, exactly). */
-#define LK__UNSAFE_ENV "LOOPKIT_ALLOW_UNSAFE_PLUGINS"
-typedef int (*lk__dir_fn)(void *user, const char *dir, const char *source);
-int lk__search_dirs(lk__dir_fn each, void *user);
-bool lk__unsafe_plugins(void);
-
-/* loader.c: the ABI minor version a plugin was built for; entries an ops
- * table gained after it must not be read. */
-unsigned lk__plugin_minor(const lk_plugin *p);
-
-/* closure.c: the error of C's last evaluation (0: it did not fail). */
-int lk__closure_error(const lk_closure *c);
-/* Records CODE and the current message as the failure of C's last
- * evaluation, unless one is recorded already: what wraps the closure
- * (hooks, clipping, the processes' mean) fails into the same record that
- * lk_closure_consume reports. Returns CODE. */
-int lk__closure_fail(lk_closure *c, int code);
-
-/* wrap.c: a closure that returns MAP(ctx, the loss INNER returns). */
-int lk__closure_map(lk_closure_fn inner, double (*map)(void *ctx, double loss),
-                    void *ctx, lk_wrap **out);
-
 /* config.c: what only the library (and its tests) read of a config. */
 /* Entries in file order (sections in order of first appearance). */
 size_t lk__config_count(const lk_config *cfg);
@@ -111,19 +88,6 @@ const lk__config_override *lk__config_override_at(const lk_config *cfg,
 /* Writes it back as INI, sections in order. */
 int lk__config_write(const lk_config *cfg, FILE *f);
 
-/* closure.c, wrap.c: what only the library (and its tests) use. */
-/* Evaluations since lk_closure_new. */
-uint64_t lk__closure_calls(const lk_closure *c);
-
-/* Sets the name used in "optimizer NAME returned without calling the
- * closure" messages. */
-void lk__closure_set_caller(lk_closure *c, const char *optimizer_name);
-
-/* Composition: a new closure pointer that calls BEFORE(ctx), INNER, then
- * AFTER(ctx) — profiling around the evaluation. */
-int lk__closure_around(lk_closure_fn inner, void (*before)(void *ctx),
-                       void (*after)(void *ctx), void *ctx, lk_wrap **out);
-
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);
 double lk__element(lk_dtype dtype, const void *buf, size_t i);
@@ -139,7 +103,8 @@ typedef struct lk__named_value {
   double value;
 } lk__named_value;
 
-/* checkpoint.c: versioned binary, little-endian, CRC-32 checked. */
+/* The loop's progress and state, which every checkpoint carries
+ * (store/checkpoint.h) and the loop keeps (loop/loop.h). */
 typedef struct lk__progress {
   uint64_t epoch;       /* epochs completed */
   uint64_t batch;       /* batches done in the current epoch */
@@ -162,34 +127,5 @@ typedef struct lk__loop_state {
   size_t n_latest;       /* the latest value of every column logged, */
   lk__named_value latest[LK__MAX_COLUMNS]; /* in order of first logging */
 } lk__loop_state;
-
-typedef enum lk__ckpt_kind {
-  LK__CKPT_PARAM = 1,
-  LK__CKPT_STATE = 2
-} lk__ckpt_kind;
-
-typedef struct lk__ckpt {
-  uint32_t version; /* 1: tensors and progress only (no loop state) */
-  lk__loop_state state;
-  lk_rng rng;
-  size_t n;
-  lk__ckpt_kind *kinds; /* n */
-  lk_tensor *tensors;   /* n; name and data owned by the checkpoint */
-} lk__ckpt;
-
-/* Writes STATE, RNG, PARAMS (their data) and STATES atomically to PATH: a
- * temporary file, fsync, rename, directory fsync. Refuses a non-finite
- * tensor value (LK_ENONFINITE, naming the tensor and index) and leaves
- * PATH untouched. */
-int lk__ckpt_write(const char *path, const lk__loop_state *state,
-                   const lk_rng *rng, lk_tensor *const *params, size_t n_params,
-                   lk_tensor *const *states, size_t n_states);
-/* Reads PATH whole; LK_EFORMAT for truncated, corrupt or foreign files. ST,
- * if not NULL, gets the status of the file that was read. */
-int lk__ckpt_read(const char *path, lk__ckpt **out, struct stat *st);
-/* The same from LEN bytes in memory; NAME stands for the path in messages. */
-int lk__ckpt_parse(const char *name, const unsigned char *buf, size_t len,
-                   lk__ckpt **out);
-void lk__ckpt_free(lk__ckpt *ck);
 
 #endif

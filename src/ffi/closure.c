@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "closures.h"
 #include "thunk.h"
 
 struct lk_closure {

@@ -1,5 +1,8 @@
 /* Closure composition: a new double (*)(void) that runs code before or after
- * another closure pointer (gradient clipping, hooks, profiling).
+ * another closure pointer (the chain's hooks, clipping, the processes' mean
+ * and the precision plugin's scale, loop/chain.c; a host's own wraps). The
+ * profiler does not wrap here: it times the closure as any other entry,
+ * with a wrapper of its C type (profile.c).
  *
  * Optimizers may call a closure many times per step, so each kind of wrap
  * has its own libffi handler and none of them branches on the kind. */
@@ -7,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "closures.h"
 #include "thunk.h"
 
 struct lk_wrap {

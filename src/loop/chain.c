@@ -134,8 +134,7 @@ static int backward_active(void *ctx, const lk_batch *batch, double scale) {
   return rc ? rc : src;
 }
 
-/* ---- around the evaluation ------------------------------------------------
- */
+/* ---- around the evaluation ---------------------------------------------- */
 
 /* The optimizer sees NaN for an evaluation whose gradients overflowed: it
  * then leaves the parameters alone. */
@@ -184,8 +183,7 @@ static double mean_loss(void *ctx, double loss) {
   return sum / run->env.world;
 }
 
-/* ---- building it ----------------------------------------------------------
- */
+/* ---- building it -------------------------------------------------------- */
 
 static int wrap_map(lk__chain *c, lk_closure_fn *fn,
                     double (*map)(void *, double), void *ctx) {

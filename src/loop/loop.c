@@ -32,15 +32,13 @@ static int interrupted(lk_run *run) {
                  run->rd.last_ckpt ? run->rd.last_ckpt : "(rank 0's)");
 }
 
-/* ---- the learning-rate schedulers -----------------------------------------
- */
+/* ---- the learning-rate schedulers --------------------------------------- */
 
 static int schedule(lk_run *run, lk_interval when, const lk__named *nm) {
   return lk__optim_schedule(run, when, nm);
 }
 
-/* ---- one batch ------------------------------------------------------------
- */
+/* ---- one batch ---------------------------------------------------------- */
 
 /* Per optimizer (one in manual optimization): the sum of the window's
  * (divided) losses. */

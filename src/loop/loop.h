@@ -1,26 +1,33 @@
-/* The training run: what lk_run_new builds and lk_run_train drives, made of
- * parts, each owned by one file (docs/architecture.md has the map):
+/* The loop's part (src/loop/): the training run, lk_run, which
+ * lk_run_new (run/setup.c) builds and lk_run_train drives, and the
+ * functions of the loop's files. The run is made of parts, each owned by
+ * one file (docs/architecture.md has the map):
  *
  *   env      instances, roles, tensors, generator, processes, log (env.h)
  *   loop     the [loop] section, parsed               (loopconfig.c)
- *   calls    the entries the loop calls, profiled or not (profile.c)
+ *   calls    the entries the loop calls, profiled or not (calls.c)
  *   chain    the optimizer's closure and what wraps it (chain.c)
  *   state    everything the loop knows, checkpointed  (loop.c)
  *   rd       the run directory and checkpoint policy  (rundir.c)
  *   rows     metrics.csv rows and callbacks' additions (rows.c)
  *   loggers  the logger plugins every row also goes to (loggers.c)
  *   meter    progress of an epoch                     (progress.c)
- *   optim    the optimizers, their groups, schedulers (optim.c)
+ *   optim    the optimizers, their groups, schedulers (run/optim.c makes
+ *            them, optim_step.c steps them)
  *
- * The files that own no part work on them: hooks.c, clip.c, strategy.c,
- * evaluate.c, resume.c, host.c, manual.c, predict.c. */
-#ifndef LK_RUN_PRIVATE_H
-#define LK_RUN_PRIVATE_H
+ * The files that own no part work on them: clip.c, strategy.c,
+ * evaluate.c, resume.c, predict.c here; hooks.c below; setup.c, run.c and
+ * launcher.c above (run/setup.h); host.c, manual.c, gradcheck.c
+ * (api/). Nothing here reaches up to those parts. */
+#ifndef LK_LOOP_H
+#define LK_LOOP_H
 
 #include <signal.h>
 
 #include "calls.h"
+#include "checkpoint.h"
 #include "clip.h"
+#include "closures.h"
 #include "env.h"
 #include "hooks.h"
 #include "metrics.h"
@@ -52,6 +59,8 @@ enum { LK__TEST_LAST, LK__TEST_BEST };
 int lk__loop_config_parse(const lk_config *cfg, lk__loop_config *l);
 /* Writes every [loop] key (given or default) into the effective config. */
 int lk__loop_config_export(const lk_config *cfg, lk_config *out);
+/* [loop] threads made a count (0: the CPUs this process may run on). */
+int lk__threads_resolve(int64_t threads);
 
 /* ---- chain.c: the optimizer's closure ------------------------------------ */
 
@@ -121,8 +130,7 @@ void lk__rows_seen(lk_run *run, const char *name, double value);
 int lk__rows_extra(lk_run *run, const char *who, const char *name,
                    double value);
 
-/* ---- loggers.c: the logger plugins ----------------------------------------
- */
+/* ---- loggers.c: the logger plugins -------------------------------------- */
 
 typedef struct lk__loggers {
   size_t started; /* the first STARTED loggers have started */
@@ -203,13 +211,6 @@ int lk__check_state(const lk__instance *in, const char *path);
 
 /* The strategy's rank and world, then its setup. */
 int lk__strategy_setup(lk_run *run);
-
-/* ---- launcher.c: mpirun, srun ----------------------------------------------
- */
-
-/* Under a launcher's K > 1 processes, refuses a config that names no
- * strategy; on its ranks but 0, logs only errors from now on. */
-int lk__launcher_check(lk_run *run, const lk_config *cfg);
 /* Sums N values over the processes (nothing to do in one). */
 int lk__reduce_sum(lk_run *run, double *values, size_t n);
 /* A failed process stops the others, which would wait for it forever. */
@@ -234,19 +235,8 @@ int lk__model_keep(const lk_run *run, lk__model_copy **out);
 void lk__model_restore(const lk__model_copy *c);
 void lk__model_copy_free(lk__model_copy *c);
 
-/* ---- optim.c, optim_step.c: the optimizers and schedulers ---------------- */
+/* ---- optim_step.c: stepping the optimizers and schedulers ---------------- */
 
-/* [plugins] optimizer or scheduler (K), a list: its instances, the first
- * in the role. */
-int lk__optim_assign(lk_run *run, lk__kind_id k, const lk_config_entry *e);
-/* Their sections: params, groups (each group an instance), a scheduler's
- * optimizer; the options of all of these. Before the other instances'. */
-int lk__optim_parse(lk_run *run, const lk_config *cfg);
-/* registry_create_all's hook (registry.h). */
-bool lk__optim_create(lk__env *env, lk__kind_id k, int *rc);
-/* What the effective config records of them beyond the plugins' options. */
-int lk__optim_export(const lk_run *run, const lk_config *src, lk_config *out);
-void lk__optim_free(lk__optim *o);
 /* One step of optimizer OP: every group, on one evaluation of CLOSURE
  * (NULL in manual optimization: the gradients are there). */
 int lk__optim_step(lk_run *run, lk__optimizer *op, lk_closure_fn closure);
@@ -265,12 +255,6 @@ void lk__optim_note_lr(lk_run *run);
 void lk__optim_add_lr(const lk_run *run, lk__named *nm);
 int lk__optim_schedule(lk_run *run, lk_interval when, const lk__named *nm);
 
-/* manual.c: whether OPT is one of the run's optimizers (lk_host_optimizer),
- * and its step from training_step (lk_optimizer_step gives it to this). */
-bool lk__is_run_optimizer(const lk_optimizer *opt);
-int lk__manual_step(lk_optimizer *opt, lk_tensor *const *params, size_t n,
-                    lk_closure_fn closure);
-
 /* ---- loop.c -------------------------------------------------------------- */
 
 int lk__train_epoch(lk_run *run);
@@ -282,15 +266,15 @@ struct lk_run {
   lk_run_options opts;  /* setup.c */
   lk_config *cfg;       /* the effective config, defaults filled in */
   lk__loop_config loop; /* loopconfig.c */
-  lk__calls calls;      /* profile.c */
-  lk__profiling prof;   /* profile.c: the wrappers to free */
+  lk__calls calls;      /* calls.c */
+  lk__profiling prof;   /* calls.c: the wrappers to free */
   lk__chain chain;      /* chain.c */
   lk__loop_state state; /* loop.c: everything a checkpoint carries */
   lk__rundir rd;        /* rundir.c */
   lk__rows rows;        /* rows.c */
   lk__loggers loggers;  /* loggers.c */
   lk__meter meter;      /* progress.c */
-  lk__optim optim;      /* optim.c: optimizers, groups, schedulers */
+  lk__optim optim;      /* run/optim.c: optimizers, groups, schedulers */
   volatile sig_atomic_t interrupted;
   bool interrupt_agreed; /* by every process, at the last window's end */
   bool trained;          /* this process trained a batch */

@@ -2,7 +2,9 @@
  * lk_run_loop_keys gives hosts and loopkit.ini(5) the table the checks
  * use), each mapped to its field of lk__loop_config by name. */
 #include <math.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loop.h"
 
@@ -186,4 +188,16 @@ int lk__loop_config_export(const lk_config *cfg, lk_config *out) {
                        e ? e->where : "default");
   }
   return rc;
+}
+
+int lk__threads_resolve(int64_t threads) {
+  if (threads > 0)
+    return threads > 4096 ? 4096 : (int)threads;
+  /* The CPUs this process may run on, not those the machine has: taskset
+   * and containers give fewer. */
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
 }

@@ -27,8 +27,7 @@
 
 #define LOCK_NAME ".lock"
 
-/* ---- paths ----------------------------------------------------------------
- */
+/* ---- paths -------------------------------------------------------------- */
 
 static int mkdir_p(const char *path) {
   char *copy = lk__strdup(path);
@@ -103,8 +102,7 @@ static int source_run(const char *ckpt, char **out) {
   return 0;
 }
 
-/* ---- the lock -------------------------------------------------------------
- */
+/* ---- the lock ----------------------------------------------------------- */
 
 /* DIR/.lock, held with flock for the run's whole life (the kernel drops it
  * when the process ends, however it ends). It holds the holder's pid, for
@@ -151,8 +149,7 @@ static int lock_dir(lk__rundir *rd, const char *dir) {
   return 0;
 }
 
-/* ---- choosing the directory ------------------------------------------------
- */
+/* ---- choosing the directory --------------------------------------------- */
 
 /* The name a new run directory takes from its config: the file's name
  * without its extension, or, for a run directory's own config.ini (a
@@ -282,8 +279,7 @@ static int plan(lk_run *run, const char *config_path, const struct stat *ck_st,
   return rd->dir ? 0 : lk__err(LK_ENOMEM, "out of memory");
 }
 
-/* ---- metrics.csv ----------------------------------------------------------
- */
+/* ---- metrics.csv -------------------------------------------------------- */
 
 /* A new run's metrics.csv, seeded with the first ROWS data rows of SRC
  * (the run a resumed checkpoint came from): the new run's file is then
@@ -626,8 +622,7 @@ void lk__rundir_close(lk__rundir *rd) {
   rd->dir = rd->ckpt_dir = rd->last_ckpt = rd->source = NULL;
 }
 
-/* ---- writing checkpoints ----------------------------------------------------
- */
+/* ---- writing checkpoints ------------------------------------------------ */
 
 static int write_to(lk_run *run, const char *path) {
   const lk__tensors *ts = &run->env.tensors;

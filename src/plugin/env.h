@@ -26,10 +26,6 @@ struct lk__env {
   lk_run *run;              /* the training run; NULL outside one */
 };
 
-/* host.c: [loop] threads made a count (0: the CPUs this process may run
- * on). */
-int lk__threads_resolve(int64_t threads);
-
 /* log.c: a message of the host's own, when LEVEL is logged. */
 void lk__log(const lk__env *env, lk_log_level level, const char *fmt, ...)
     LK_PRINTF(3, 4);

@@ -49,8 +49,8 @@ typedef struct lk__entry {
     "the batches; without one each step works on the whole problem and "       \
     "there are no epochs")                                                     \
   X(STRATEGY, strategy, "strategy", false, 0, NULL, 8,                         \
-    "how the run spreads over processes (default: single, one process; "       \
-    "mpi)")                                                                    \
+    "how the run spreads over processes (default: none, one process as "       \
+    "with single; mpi)")                                                       \
   X(CALLBACK, callback, "callbacks", true, 0, NULL, 9,                         \
     "comma-separated callback plugins, called in this order, before the "      \
     "model's own hooks")                                                       \

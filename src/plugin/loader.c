@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "kinds.h"
+#include "loader.h"
 #include "options.h"
 
 struct lk_plugin {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "loader.h"
 
 /* An instance name: what a plugin name may be ([A-Za-z0-9_-]+), and not a
  * section of the host's own. */

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "loader.h"
 
 #ifndef LK_PLUGINDIR
 #define LK_PLUGINDIR "/usr/local/lib/loopkit"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop.h"
+#include "setup.h"
 
 typedef struct launcher {
   const char *name; /* "mpirun" */

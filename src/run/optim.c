@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include "options.h"
-#include "loop.h"
+#include "setup.h"
 
 /* The keys of the host's own in these sections; never the plugin's. */
 static const char *const optimizer_keys[] = {"params", "groups", NULL};

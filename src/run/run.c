@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop.h"
+#include "setup.h"
 
 const char *lk_run_dir(const lk_run *run) {
   return run->rd.dir;

@@ -8,10 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "loop.h"
+#include "setup.h"
 
-/* ---- [plugins] ------------------------------------------------------------
- */
+/* ---- [plugins] ---------------------------------------------------------- */
 
 static int known_keys(const lk_config *cfg) {
   for (size_t i = 0; i < lk__config_count(cfg); i++) {
@@ -351,8 +350,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   return rc == 0 ? lk__optim_export(run, cfg, run->cfg) : rc;
 }
 
-/* ---- [loop] test_ckpt ------------------------------------------------------
- */
+/* ---- [loop] test_ckpt --------------------------------------------------- */
 
 static bool declares(const lk_descriptor *d, const char *option) {
   for (const lk_option *o = d->options; o && o->name; o++)
@@ -402,8 +400,7 @@ static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
   return 0;
 }
 
-/* ---- lk_run_new -----------------------------------------------------------
- */
+/* ---- lk_run_new --------------------------------------------------------- */
 
 /* The instances, created: options first, all of them (a bad value anywhere
  * is found before any plugin starts), then each in creation order. */

@@ -39,8 +39,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "crc32.h"
-#include "internal.h"
 
 #define LK__CKPT_VERSION 2u
 #define HEADER_LEN (8 * 4 + 8 * 4) /* progress and rng */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint.h"
 #include "safetensors.h"
 
 static lk__st_dtype st_dtype(lk_dtype dtype) {

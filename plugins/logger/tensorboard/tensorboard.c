@@ -394,8 +394,7 @@ static int copy_file(tb *t, const char *dir, const char *from) {
   return rc;
 }
 
-/* ---- the logger -----------------------------------------------------------
- */
+/* ---- the logger --------------------------------------------------------- */
 
 static int start(void *self, const lk_logger_start *run) {
   tb *t = self;
@@ -460,8 +459,7 @@ static int finalize(void *self, const char *status) {
   return rc;
 }
 
-/* ---- the plugin ------------------------------------------------------------
- */
+/* ---- the plugin --------------------------------------------------------- */
 
 static void destroy(void *self) {
   tb *t = self;

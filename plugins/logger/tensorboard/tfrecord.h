@@ -49,8 +49,7 @@ static inline uint32_t masked_crc32c(const void *data, size_t n) {
   return crc32c_mask(crc32c(data, n));
 }
 
-/* ---- a growing byte buffer ------------------------------------------------
- */
+/* ---- a growing byte buffer ---------------------------------------------- */
 
 typedef struct pb_buf {
   uint8_t *p;
