@@ -1,6 +1,6 @@
 /* bench/lbfgs: loopkit's lbfgs against liblbfgs and torch.optim.LBFGS.
  *
- * 1. On the chained Rosenbrock function (plugins/rosenbrock.c) in N = 2,
+ * 1. On the chained Rosenbrock function (plugins/model/rosenbrock.c) in N = 2,
  *    100, 1000 and 100000 dimensions from (-1.2, 1, -1.2, ...), f64, with
  *    10 correction pairs:
  *    - loopkit: one optimizer step of the lbfgs plugin through the run's

@@ -1,4 +1,4 @@
-/* The checkpoint reader (lk__ckpt_parse in src/checkpoint.c).
+/* The checkpoint reader (lk__ckpt_parse in src/store/checkpoint.c).
  *
  * Input: a mode byte, then the bytes. Mode bit 0 clear: the bytes are the
  * whole file, as read from disk. Set: the bytes are the body after the
@@ -19,8 +19,8 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "../src/crc32.h"
-#include "../src/internal.h"
+#include "../src/base/crc32.h"
+#include "../src/store/checkpoint.h"
 #include "fuzz_util.h"
 
 #define NAME "fuzz.ckpt"

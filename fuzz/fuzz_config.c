@@ -1,4 +1,4 @@
-/* The INI config parser (src/config.c).
+/* The INI config parser (src/base/config.c).
  *
  * Input: the config text, then optionally a NUL and --set assignments
  * separated by NULs ("[loop]\nseed = 1\0loop.seed=2\0a.b=c").
@@ -14,7 +14,7 @@
  *   written config reads back identically, as config.c promises), after
  *   the --set assignments too;
  * - lk_config_find finds each entry lk__config_at lists. */
-#include "../src/internal.h"
+#include "../src/base/internal.h"
 #include "fuzz_util.h"
 
 #define NAME "fuzz.ini"

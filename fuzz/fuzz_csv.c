@@ -1,5 +1,5 @@
-/* The csv data plugin's reader (parse_text in plugins/csv.c, then
- * data_setup, data_epoch and data_batch of plugins/data_common.h).
+/* The csv data plugin's reader (parse_text in plugins/data/csv.c, then
+ * data_setup, data_epoch and data_batch of plugins/lib/data_common.h).
  *
  * Input: the options of fuzz_data.h (15 bytes; flags bit 2 header, bit 3
  * labels = int, bits 4-5 normalize: none, scale, standard, bit 6 a test
@@ -11,7 +11,7 @@
  * The plugin's create is not called: it would need a run for its options
  * and seed. This file does what it does between reading the options and
  * logging. */
-#include "../plugins/csv.c"
+#include "../plugins/data/csv.c"
 #include "fuzz_data.h"
 
 /* A malloc'd copy of LEN bytes and a NUL, as slurp returns a file. */

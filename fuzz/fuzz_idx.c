@@ -1,5 +1,5 @@
-/* The idx data plugin's reader (read_idx and load in plugins/idx.c, then
- * data_setup, data_epoch and data_batch of plugins/data_common.h).
+/* The idx data plugin's reader (read_idx and load in plugins/data/idx.c, then
+ * data_setup, data_epoch and data_batch of plugins/lib/data_common.h).
  *
  * Input: the options of fuzz_data.h (15 bytes; flags bits 2-3 pick
  * normalize: none, scale, standard), three u16 lengths, then the four
@@ -12,7 +12,7 @@
  * The plugin's create is not called: it would need a run for its options
  * and seed. This file does what it does between reading the options and
  * logging (find is replaced by the in-memory paths). */
-#include "../plugins/idx.c"
+#include "../plugins/data/idx.c"
 #include "fuzz_data.h"
 
 static fuzz_file files[4];

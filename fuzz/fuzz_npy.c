@@ -1,7 +1,7 @@
 /* The npy data plugin's readers: the .npy header parser and the .npz
- * directory parser (plugins/npy_format.c), and the plugin's whole path
+ * directory parser (plugins/data/npy/npy_format.c), and the plugin's whole path
  * from files to batches (npy_open, npy_setup, data_epoch and npy_batch of
- * plugins/npy.c).
+ * plugins/data/npy/npy.c).
  *
  * Input: a mode byte; bits 0-1 pick what runs on the rest:
  * - 0: npy_parse_header on the rest, as a whole .npy file;
@@ -14,8 +14,8 @@
  *   an .npz and y is not given. The mode's upper bits are the seed.
  * Each file goes to an in-memory file (memfd) that the plugin maps by its
  * /proc/self/fd path, as it maps a real one. */
-#include "../plugins/npy.c"
-#include "../plugins/npy_format.c"
+#include "../plugins/data/npy/npy.c"
+#include "../plugins/data/npy/npy_format.c"
 #include "fuzz_util.h"
 
 static fuzz_file files[2];

@@ -1,5 +1,5 @@
-/* Resuming from a checkpoint (src/resume.c, src/rundir.c, and every bundled
- * plugin's check_state), then training on from it.
+/* Resuming from a checkpoint (src/loop/resume.c, src/loop/rundir.c, and every
+ * bundled plugin's check_state), then training on from it.
  *
  * Input: a config byte, then a checkpoint body (progress, generator, loop
  * section, tensors: everything after the envelope). The target wraps it in
@@ -22,8 +22,8 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "../src/crc32.h"
-#include "../src/internal.h"
+#include "../src/base/crc32.h"
+#include "../src/store/checkpoint.h"
 #include "fuzz_util.h"
 #include "loopkit/run.h"
 

@@ -1,4 +1,4 @@
-/* The safetensors reader and writer (src/safetensors.c).
+/* The safetensors reader and writer (src/store/safetensors.c).
  *
  * Input: a mode byte, then the bytes. Mode bit 0 clear: the bytes are the
  * whole file. Set: the bytes are the JSON header up to the first NUL, then
@@ -19,7 +19,7 @@
  * - writing it (lk__st_write_stream) and reading that gives the same
  *   tensors (name, dtype, shape, bytes) and metadata, and writing that
  *   again gives the same bytes (the writer has one encoding). */
-#include "../src/safetensors.h"
+#include "../src/store/safetensors.h"
 #include "fuzz_util.h"
 
 #define NAME "fuzz.safetensors"

@@ -1,5 +1,5 @@
-/* The checkpoint format (src/checkpoint.c): exact round trips of f32 and f64
- * tensors with progress and generator, refusal of non-finite values without
+/* The checkpoint format (src/store/checkpoint.c): exact round trips of f32 and
+ * f64 tensors with progress and generator, refusal of non-finite values without
  * touching the previous file, detection of truncated, corrupt, foreign,
  * newer and malformed files, and the dump's output. The format is private,
  * so this test links the library's objects directly. */
@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "../src/crc32.h"
-#include "../src/internal.h"
+#include "../src/base/crc32.h"
+#include "../src/store/checkpoint.h"
 
 /* Offsets of the version 2 layout (with no latest metrics), pinned here on
  * purpose: a change to the format must show up as a failing test. */

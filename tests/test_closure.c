@@ -12,7 +12,7 @@
 #include <loopkit/loopkit.h>
 
 /* What only the library and its tests use (linked from the objects). */
-#include "../src/internal.h"
+#include "../src/ffi/closures.h"
 
 typedef struct world {
   char calls[32][32];

@@ -12,7 +12,7 @@
 #include <loopkit/loopkit.h>
 
 /* What only the library and its tests use (linked from the objects). */
-#include "../src/internal.h"
+#include "../src/ffi/closures.h"
 
 /* What ran, in order. */
 static char trace[64][16];

@@ -14,7 +14,7 @@
 #include "loopkit/error.h"
 
 /* What only the library and its tests use (linked from the objects). */
-#include "../src/internal.h"
+#include "../src/base/internal.h"
 
 static lk_config *parse_ok(const char *text) {
   lk_config *cfg = NULL;

@@ -1,5 +1,5 @@
 /* loopkit new's templates (templates/, embedded as new_files.c) against
- * the kinds of plugin (src/kinds.h): every kind has its row and its
+ * the kinds of plugin (src/plugin/kinds.h): every kind has its row and its
  * templates, every row is a kind (or model, step and backward in one),
  * each source implements its kinds and no other and carries the shared
  * preamble in place of its include, and each config gives the new plugin
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "../src/cli/new_templates.h"
-#include "../src/kinds.h"
+#include "../src/plugin/kinds.h"
 
 static const cli_new_kind *row(const char *kind) {
   for (const cli_new_kind *k = cli_new_kinds; k->kind; k++)
@@ -72,7 +72,7 @@ static void test_every_kind_has_a_row(void **state) {
   (void)state;
   for (size_t i = 0; i < LK__N_KINDS; i++)
     if (!row(lk__kinds[i].name))
-      fail_msg("kind %s (src/kinds.h) has no row in cli_new_kinds "
+      fail_msg("kind %s (src/plugin/kinds.h) has no row in cli_new_kinds "
                "(src/cli/new_templates.c) and no templates/%s.c",
                lk__kinds[i].name, lk__kinds[i].name);
 }

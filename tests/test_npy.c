@@ -1,8 +1,8 @@
-/* The npy data plugin: its parsers (plugins/npy_format.c, linked in) on
- * headers and archives made here byte by byte, and on the files numpy
- * 1.24 wrote (tests/data/npy, by tests/data/npy/make.py); then the plugin
- * inside a run (the probe model ignores batches), its batches' values
- * against the files, splits, shuffling and the shape it declares. */
+/* The npy data plugin: its parsers (plugins/data/npy/npy_format.c, linked in)
+ * on headers and archives made here byte by byte, and on the files numpy 1.24
+ * wrote (tests/data/npy, by tests/data/npy/make.py); then the plugin inside a
+ * run (the probe model ignores batches), its batches' values against the files,
+ * splits, shuffling and the shape it declares. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -19,7 +19,7 @@
 #include <loopkit/loopkit.h>
 #include <zlib.h>
 
-#include "../plugins/npy_format.h"
+#include "../plugins/data/npy/npy_format.h"
 
 static const char *data_dir(void) {
   const char *d = getenv("LK_TEST_DATA");

@@ -1,4 +1,4 @@
-/* The safetensors reader and writer (src/safetensors.c): round trips of
+/* The safetensors reader and writer (src/store/safetensors.c): round trips of
  * every dtype with metadata, the JSON grammar (escapes, surrogates, UTF-8,
  * numbers), and each way a header can lie (offsets out of bounds, sizes
  * that are not dtype * shape, unknown dtypes, holes, overlaps, truncation,
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "../src/safetensors.h"
+#include "../src/store/safetensors.h"
 
 #define NAME "mem.safetensors"
 

@@ -1,8 +1,9 @@
-/* What the tensorboard logger writes, byte for byte (plugins/tfrecord.h):
- * CRC-32C against the published check values (RFC 3720's iSCSI vectors
- * and the catalogue's "123456789"), the mask TFRecord applies, protocol
- * buffers' varints and fixed-width fields, and the framing of a record,
- * with every way tfrecord_valid must refuse a cut or altered file. */
+/* What the tensorboard logger writes, byte for byte
+ * (plugins/logger/tensorboard/tfrecord.h): CRC-32C against the published check
+ * values (RFC 3720's iSCSI vectors and the catalogue's "123456789"), the mask
+ * TFRecord applies, protocol buffers' varints and fixed-width fields, and the
+ * framing of a record, with every way tfrecord_valid must refuse a cut or
+ * altered file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../plugins/tfrecord.h"
+#include "../plugins/logger/tensorboard/tfrecord.h"
 
 /* The same CRC computed bit by bit, the definition itself. */
 static uint32_t crc32c_bitwise(const uint8_t *p, size_t n) {

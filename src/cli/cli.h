@@ -49,6 +49,7 @@ int cli_plot_curves(const char *run_dir, const char *out);
 /* Whether loopkit was built with cairo. */
 bool cli_plot_available(void);
 
+/* messages.c: "loopkit: MESSAGE" on stderr. */
 void cli_error(const char *fmt, ...) LK_PRINTF(1, 2);
 
 /* progress.c: a progress bar on a terminal. cli_progress is an

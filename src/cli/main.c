@@ -1,19 +1,9 @@
 /* loopkit: train, list and inspect plugins, dump checkpoints. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
-
-void cli_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("loopkit: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
 
 int main(int argc, char **argv) {
   if (argc < 2) {

@@ -6,7 +6,7 @@
 
 #include "new_templates.h"
 
-/* One row per kind of plugin (src/kinds.h; tests/test_new.c fails when a
+/* One row per kind of plugin (src/plugin/kinds.h; tests/test_new.c fails when a
  * kind has no row, or a row no templates), and model, a step and its
  * backward in one plugin. */
 const cli_new_kind cli_new_kinds[] = {

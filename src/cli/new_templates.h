@@ -24,7 +24,7 @@ const cli_new_template *cli_new_template_find(const char *name);
  * project.mk (the Makefile) and project.md (README.md), and DATA when the
  * config reads a data file. */
 typedef struct cli_new_kind {
-  const char *kind;    /* a kind of plugin (src/kinds.h), or "model" */
+  const char *kind;    /* a kind of plugin (src/plugin/kinds.h), or "model" */
   const char *summary; /* one line, for the usage text and README.md */
   const char *data;    /* the data file KIND.ini reads, or NULL */
 } cli_new_kind;

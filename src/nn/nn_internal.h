@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../internal.h"
+#include "../base/internal.h"
 #include "loopkit/nn.h"
 
 #define NN_MAX_THREADS 256

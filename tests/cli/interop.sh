@@ -1,6 +1,6 @@
 #!/bin/sh
-# Existing C optimizers as plugins: liblbfgs (plugins/liblbfgs.c) and GSL's
-# multimin BFGS2 (plugins/gsl_bfgs.c), each given loopkit's closure as its
+# Existing C optimizers as plugins: liblbfgs (plugins/optimizer/liblbfgs.c) and GSL's
+# multimin BFGS2 (plugins/optimizer/gsl_bfgs.c), each given loopkit's closure as its
 # function. On Rosenbrock (n = 2 and 10, f64, one optimizer step) each
 # reaches the minimum loopkit's own lbfgs reaches, to 1e-8 per coordinate.
 # A NaN from the closure in the middle of a step ends the step at once and

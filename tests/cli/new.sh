@@ -1,5 +1,5 @@
 #!/bin/sh
-# loopkit new: for every kind (every kind of plugin src/kinds.h lists, and
+# loopkit new: for every kind (every kind of plugin src/plugin/kinds.h lists, and
 # model), the installed loopkit writes a plugin project that builds with
 # nothing but pkg-config loopkit (a staging install, as sdk.sh), trains as
 # generated, and visibly does its job; and the refusals, which never leave
@@ -51,10 +51,10 @@ cd "$W" || exit 1
 
 # The kinds new offers: model and every kind of plugin, no more.
 lk new --help >"$T/help" 2>&1
-sed -n 's/^  X([A-Z_]*, \([a-z_]*\), .*/\1/p' "$LK_SRCDIR/src/kinds.h" >"$T/kinds"
+sed -n 's/^  X([A-Z_]*, \([a-z_]*\), .*/\1/p' "$LK_SRCDIR/src/plugin/kinds.h" >"$T/kinds"
 { echo model && cat "$T/kinds"; } | sort >"$T/want"
 sed -n '/^KIND is one of:$/,/^$/s/^  \([a-z_]*\) .*/\1/p' "$T/help" | sort >"$T/got"
-check "new --help lists model and every kind of src/kinds.h ($(wc -l <"$T/kinds") kinds)" \
+check "new --help lists model and every kind of src/plugin/kinds.h ($(wc -l <"$T/kinds") kinds)" \
   sh -c "test \$(wc -l <'$T/kinds') -ge 10 && cmp -s '$T/want' '$T/got'"
 KIND_LIST=$(sed -n '/^KIND is one of:$/,/^$/s/^  \([a-z_]*\) .*/\1/p' "$T/help")
 

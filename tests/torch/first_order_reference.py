@@ -169,7 +169,7 @@ MOMENTUM_STATE = {"sgd": ("momentum", None), "rmsprop": ("momentum", None),
 
 
 class Rosenbrock:
-    """plugins/rosenbrock.c, operation by operation."""
+    """plugins/model/rosenbrock.c, operation by operation."""
 
     names = ["x"]
 
@@ -240,7 +240,7 @@ class Rosenbrock:
 
 
 class Lstsq:
-    """plugins/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
+    """plugins/model/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
     y[i] = cos(1 + i), x and b starting at 0. In f32, A and y are rounded
     to float, the arithmetic is the same (in double), and each gradient is
     rounded to float as it is added to the zeroed one."""

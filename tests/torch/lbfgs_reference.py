@@ -56,7 +56,7 @@ PROBLEMS = [("rosenbrock", dict(n=2)), ("rosenbrock", dict(n=100)),
 
 
 class Rosenbrock:
-    """plugins/rosenbrock.c, operation by operation."""
+    """plugins/model/rosenbrock.c, operation by operation."""
 
     def __init__(self, n, x0=(-1.2, 1.0)):
         self.n = n
@@ -95,7 +95,7 @@ class Rosenbrock:
 
 
 class Lstsq:
-    """plugins/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
+    """plugins/model/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
     y[i] = cos(1 + i), x and b starting at 0."""
 
     def __init__(self, m, n):

@@ -183,7 +183,7 @@ class Model:
             self.set_grad(n, [0.0] * len(INIT[n]))
 
     def clip(self, names, value):
-        """loopkit's clip by norm (src/clip.c): the sum of squares in the
+        """loopkit's clip by norm (src/loop/clip.c): the sum of squares in the
         parameters' order, sqrt, value / (norm + 1e-6), applied below 1."""
         total = 0.0
         for n in names:

@@ -87,7 +87,7 @@ ADAM_CASES = [
 
 
 class Rosenbrock:
-    """plugins/rosenbrock.c, operation by operation."""
+    """plugins/model/rosenbrock.c, operation by operation."""
 
     names = ["x"]
 
@@ -128,7 +128,7 @@ class Rosenbrock:
 
 
 class Lstsq:
-    """plugins/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
+    """plugins/model/lstsq.c: mean((A x + b - y)^2), A[i][j] = sin(1 + i*n + j),
     y[i] = cos(1 + i), x and b starting at 0."""
 
     names = ["x", "b"]

@@ -34,7 +34,7 @@ CASES = [
 
 
 def rosenbrock(x):
-    # The expression plugins/rosenbrock.c mirrors operation by operation.
+    # The expression plugins/model/rosenbrock.c mirrors operation by operation.
     # Each slice is taken once, so that every gradient element is a sum of
     # at most two terms (whose order does not matter).
     a, b = x[:-1], x[1:]

@@ -1,0 +1,789 @@
+/* The run directory and every checkpoint policy: which directory a run
+ * writes (a new one, --out, or the run a resume continues), the lock that
+ * keeps a second writer out of it, the leftovers a killed run leaves, the
+ * files it holds (config.ini, metrics.csv, checkpoints/), and when and how
+ * checkpoints are written, linked and pruned. The checkpoint format itself
+ * is checkpoint.c's; what a checkpoint's values mean is resume.c's.
+ *
+ * A resume continues a run in place only from that run's latest
+ * checkpoint: DIR/checkpoints/last.ckpt (or the step-N.ckpt it is a link
+ * of). Continuing from an older one would cut the run's metrics.csv and
+ * replace its last.ckpt, losing what came after; so any other checkpoint,
+ * or one outside a run directory, starts a new run directory seeded from
+ * it, as Lightning starts a new version. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop.h"
+
+#define LOCK_NAME ".lock"
+
+/* ---- paths -------------------------------------------------------------- */
+
+static int mkdir_p(const char *path) {
+  char *copy = lk__strdup(path);
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = 0;
+  for (char *p = copy + 1; *p && rc == 0; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(copy, 0777) != 0 && errno != EEXIST)
+      rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
+                   strerror(errno));
+    *p = '/';
+  }
+  if (rc == 0 && mkdir(copy, 0777) != 0 && errno != EEXIST)
+    rc = lk__err(LK_EIO, "cannot create directory %s: %s", copy,
+                 strerror(errno));
+  free(copy);
+  return rc;
+}
+
+static bool exists(const char *dir, const char *name) {
+  char *path = lk__asprintf("%s/%s", dir, name);
+  bool there = path && access(path, F_OK) == 0;
+  free(path);
+  return there;
+}
+
+/* A run's files are there: config.ini, metrics.csv or checkpoints/. */
+static bool holds_run(const char *dir) {
+  return exists(dir, "config.ini") || exists(dir, "metrics.csv") ||
+         exists(dir, "checkpoints");
+}
+
+static bool same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+static bool same_dir(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && same_file(&sa, &sb);
+}
+
+/* DIR when CKPT is DIR/checkpoints/FILE of a run directory (DIR holds a
+ * config.ini), else NULL. *OUT is NULL on success too when it is not. */
+static int source_run(const char *ckpt, char **out) {
+  *out = NULL;
+  char *copy = lk__strdup(ckpt), *up = NULL;
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  char *ckdir = dirname(copy);
+  char *name = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
+  if (strcmp(name, "checkpoints") == 0) {
+    up = ckdir == name ? lk__strdup(".") : lk__strdup(ckdir);
+    if (up && ckdir != name)
+      up[name - ckdir - 1 > 0 ? (size_t)(name - ckdir - 1) : 1] = '\0';
+  } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+    /* resumed from inside DIR/checkpoints: ckdir is "." or ends so */
+    char *abs = realpath(ckdir, NULL);
+    char *base = abs ? strrchr(abs, '/') : NULL;
+    if (base && strcmp(base + 1, "checkpoints") == 0)
+      up = lk__asprintf("%s/..", ckdir);
+    free(abs);
+  }
+  free(copy);
+  if (up && !exists(up, "config.ini")) {
+    free(up);
+    up = NULL;
+  }
+  *out = up;
+  return 0;
+}
+
+/* ---- the lock ----------------------------------------------------------- */
+
+/* DIR/.lock, held with flock for the run's whole life (the kernel drops it
+ * when the process ends, however it ends). It holds the holder's pid, for
+ * the message a second writer gets. The file stays: removing it would let a
+ * process that opened it just before lock a file nobody else sees. */
+static int lock_dir(lk__rundir *rd, const char *dir) {
+  char *path = lk__asprintf("%s/" LOCK_NAME, dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    int rc = lk__err(LK_EIO, "cannot lock run directory %s: cannot open %s: %s",
+                     dir, path, strerror(errno));
+    free(path);
+    return rc;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char pid[32] = "";
+    ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : -1;
+    pid[n > 0 ? (size_t)n : 0] = '\0';
+    pid[strcspn(pid, "\n")] = '\0';
+    close(fd);
+    int rc = e == EWOULDBLOCK
+                 ? lk__err(LK_ECONFIG,
+                           "run directory %s is in use by another loopkit "
+                           "(pid %s holds %s): wait for it to end, or choose "
+                           "another --out",
+                           dir, *pid ? pid : "unknown", path)
+                 : lk__err(LK_EIO, "cannot lock %s: %s", path, strerror(e));
+    free(path);
+    return rc;
+  }
+  char pid[32];
+  int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+    int rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
+    close(fd);
+    free(path);
+    return rc;
+  }
+  free(path);
+  rd->lock_fd = fd;
+  return 0;
+}
+
+/* ---- choosing the directory --------------------------------------------- */
+
+/* The name a new run directory takes from its config: the file's name
+ * without its extension, or, for a run directory's own config.ini (a
+ * resume from a run's older checkpoint), that run's name without its -N:
+ * runs/es-1/config.ini gives es, and the new run is runs/es-M. */
+static char *run_name(const char *config_path) {
+  char *copy = lk__strdup(config_path);
+  if (!copy)
+    return NULL;
+  char *base = basename(copy);
+  if (strcmp(base, "config.ini") == 0) {
+    char *up = lk__strdup(config_path);
+    char *dir = up ? dirname(up) : NULL;
+    if (dir && holds_run(dir) && exists(dir, "checkpoints")) {
+      char *abs = realpath(dir, NULL);
+      char *name = abs ? basename(abs) : NULL;
+      size_t n = name ? strlen(name) : 0, d = n;
+      while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+        d--;
+      if (name && d > 1 && d < n && name[d - 1] == '-')
+        name[d - 1] = '\0';
+      if (name && *name && strcmp(name, "/") != 0) {
+        free(copy);
+        copy = lk__strdup(name);
+        base = copy;
+      }
+      free(abs);
+    }
+    free(up);
+    if (!copy)
+      return NULL;
+  }
+  char *dot = strrchr(base, '.');
+  if (dot && dot != base)
+    *dot = '\0';
+  char *name = lk__strdup(base);
+  free(copy);
+  return name;
+}
+
+/* runs/<config name>-<N>: the first N whose directory mkdir creates, so two
+ * runs never share one. */
+static int new_run_dir(lk__rundir *rd, const char *config_path) {
+  char *copy = run_name(config_path);
+  if (!copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  char *base = copy;
+  int rc = mkdir_p("runs");
+  for (unsigned n = 1; rc == 0 && n < 1000000; n++) {
+    char *dir = lk__asprintf("runs/%s-%u", base, n);
+    if (!dir) {
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    if (mkdir(dir, 0777) == 0) {
+      rd->dir = dir;
+      break;
+    }
+    int e = errno;
+    free(dir);
+    if (e != EEXIST)
+      rc =
+          lk__err(LK_EIO, "cannot create runs/%s-%u: %s", base, n, strerror(e));
+  }
+  free(copy);
+  return rc;
+}
+
+/* A run killed while it wrote leaves temporary files behind: a checkpoint
+ * or metrics.csv rewrite whose rename never happened (the file it was
+ * replacing is still whole), curves.png being drawn. Only loopkit's own
+ * patterns are removed. */
+static void remove_leftovers(const char *dir, bool checkpoints) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strstr(e->d_name, ".tmp-") ||
+        (checkpoints && !strcmp(e->d_name, "last.ckpt.link"))) {
+      char *path = lk__asprintf("%s/%s", dir, e->d_name);
+      if (path)
+        unlink(path);
+      free(path);
+    }
+  if (d)
+    closedir(d);
+}
+
+/* Whether CKPT (its status ST) is DIR's latest checkpoint. */
+static bool is_latest(const char *dir, const struct stat *st) {
+  char *last = lk__asprintf("%s/checkpoints/last.ckpt", dir);
+  struct stat ls;
+  bool yes = last && stat(last, &ls) == 0 && same_file(&ls, st);
+  free(last);
+  return yes;
+}
+
+/* Where a resume from CKPT writes, and whether it continues the run that
+ * wrote it. */
+static int plan(lk_run *run, const char *config_path, const struct stat *ck_st,
+                char **src) {
+  lk__rundir *rd = &run->rd;
+  const char *out = run->opts.out_dir, *ckpt = run->opts.resume;
+  int rc = source_run(ckpt, src);
+  if (rc != 0)
+    return rc;
+  bool latest = *src && is_latest(*src, ck_st);
+  if (out && *src && same_dir(out, *src)) {
+    if (!latest)
+      return lk__err(
+          LK_ECONFIG,
+          "--resume %s with --out %s: %s wrote that checkpoint, and it is not "
+          "its latest (that is %s/checkpoints/last.ckpt); continuing there "
+          "would cut what the run did after it. Resume from last.ckpt, or "
+          "give another --out (the run is then continued in a new "
+          "directory)",
+          ckpt, out, out, out);
+    rd->in_place = true;
+    rd->dir = lk__strdup(out);
+  } else if (!out && latest) {
+    rd->in_place = true;
+    rd->dir = lk__strdup(*src);
+  } else if (out) {
+    rd->dir = lk__strdup(out);
+  } else {
+    return new_run_dir(rd, config_path);
+  }
+  return rd->dir ? 0 : lk__err(LK_ENOMEM, "out of memory");
+}
+
+/* ---- metrics.csv -------------------------------------------------------- */
+
+/* A new run's metrics.csv, seeded with the first ROWS data rows of SRC
+ * (the run a resumed checkpoint came from): the new run's file is then
+ * whole from step 0. False when SRC does not have them. */
+static int seed_metrics(const char *path, const char *src, uint64_t rows,
+                        bool *seeded) {
+  *seeded = false;
+  FILE *in = fopen(src, "r");
+  if (!in)
+    return 0;
+  char *tmp = lk__asprintf("%s.tmp-%ld", path, (long)getpid());
+  FILE *out = tmp ? fopen(tmp, "w") : NULL;
+  int rc = tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0 && !out)
+    rc = lk__err(LK_EIO, "cannot create %s: %s", tmp, strerror(errno));
+  uint64_t lines = 0;
+  int c = 0;
+  while (rc == 0 && lines < rows + 1 && (c = getc(in)) != EOF) {
+    if (putc(c, out) == EOF)
+      rc = lk__err(LK_EIO, "cannot write %s", tmp);
+    lines += c == '\n';
+  }
+  fclose(in);
+  if (out && fclose(out) != 0 && rc == 0)
+    rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  if (rc == 0 && lines == rows + 1) {
+    if (rename(tmp, path) != 0)
+      rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
+                   strerror(errno));
+    else
+      *seeded = true;
+  }
+  if (tmp)
+    unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+static int open_metrics(lk_run *run, const char *src) {
+  lk__rundir *rd = &run->rd;
+  char *path = lk__asprintf("%s/metrics.csv", rd->dir);
+  char *src_path = src ? lk__asprintf("%s/metrics.csv", src) : NULL;
+  int rc = path && (!src || src_path) ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  int64_t keep = -1;
+  if (rc == 0 && run->resumed && rd->in_place) {
+    keep = (int64_t)run->state.metrics_rows;
+  } else if (rc == 0 && run->resumed) {
+    bool seeded = false;
+    if (src_path)
+      rc = seed_metrics(path, src_path, run->state.metrics_rows, &seeded);
+    if (rc == 0 && seeded)
+      lk__log(&run->env, LK_LOG_INFO,
+              "%s/metrics.csv starts with the %llu rows %s had logged up to "
+              "the checkpoint",
+              rd->dir, (unsigned long long)run->state.metrics_rows, src);
+    else if (rc == 0) {
+      if (run->state.metrics_rows > 0)
+        lk__log(&run->env, LK_LOG_INFO,
+                "%s/metrics.csv starts at step %llu: the rows before the "
+                "checkpoint are not at hand",
+                rd->dir, (unsigned long long)run->state.progress.global_step);
+      run->state.metrics_rows = 0;
+    }
+    keep = (int64_t)run->state.metrics_rows;
+  }
+  if (rc == 0)
+    rc = lk__metrics_open(path, keep, &run->rows.csv);
+  free(path);
+  free(src_path);
+  return rc;
+}
+
+/* ---- opening ------------------------------------------------------------- */
+
+/* The checkpoints directory exists, is a directory and takes files: found
+ * now, not when the first checkpoint is due. */
+static int check_checkpoints_dir(const char *dir) {
+  int rc = mkdir_p(dir);
+  struct stat st;
+  if (rc == 0 && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+    rc = lk__err(LK_EIO, "%s is not a directory: checkpoints cannot be written",
+                 dir);
+  char *probe = rc == 0 ? lk__asprintf("%s/probe.tmp-XXXXXX", dir) : NULL;
+  if (rc == 0 && !probe)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  int fd = rc == 0 ? mkstemp(probe) : -1;
+  if (rc == 0 && fd < 0)
+    rc = lk__err(LK_EIO, "cannot write checkpoints in %s: %s", dir,
+                 strerror(errno));
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe);
+  }
+  free(probe);
+  return rc;
+}
+
+/* ---- config.ini ------------------------------------------------------------
+ *
+ * The effective config, then comment lines, one for each time the run was
+ * resumed with another config than its own (a --set, or another file):
+ * config.ini is always what `loopkit train --resume DIR` goes on with, and
+ * the comments say how it came to be. */
+
+#define HISTORY "# resumed "
+
+/* "# resumed DATE[ from FROM] at epoch E, step S[ with --set A ...]", or
+ * NULL when out of memory. */
+static char *history_line(const lk_run *run, const lk_config *src,
+                          const char *from) {
+  time_t now = time(NULL);
+  struct tm tm;
+  char date[32] = "";
+  if (gmtime_r(&now, &tm))
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  const lk__progress *p = &run->state.progress;
+  char *line = lk__asprintf(HISTORY "%s%s%s at epoch %llu, step %llu", date,
+                            from ? " from " : "", from ? from : "",
+                            (unsigned long long)p->epoch,
+                            (unsigned long long)p->global_step);
+  for (size_t i = 0; line && i < lk__config_n_overrides(src); i++) {
+    char *longer = lk__asprintf("%s%s --set %s", line, i ? "" : " with",
+                                lk__config_override_at(src, i)->arg);
+    free(line);
+    line = longer;
+  }
+  return line;
+}
+
+/* The effective config as text, into a malloc'd *OUT. */
+static int config_text(const lk_run *run, char **out, size_t *len) {
+  FILE *f = open_memstream(out, len);
+  if (!f)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = lk__config_write(run->cfg, f);
+  if (fclose(f) != 0 && rc == 0)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+/* Splits OLD (a config.ini) into its history lines, appended to *HIST, and
+ * whether the rest is TEXT (blank lines aside). */
+static bool same_body(const char *old, size_t old_len, const char *text,
+                      FILE *hist) {
+  const char *t = text;
+  bool same = true;
+  for (const char *p = old, *end = old + old_len; p < end;) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    if (n >= strlen(HISTORY) && !memcmp(p, HISTORY, strlen(HISTORY)))
+      fprintf(hist, "%.*s\n", (int)n, p);
+    else if (n > 0 || *t == '\n') { /* a line of the body */
+      same = same && !strncmp(t, p, n) && t[n] == '\n';
+      if (same)
+        t += n + 1;
+    }
+    p += n + 1;
+  }
+  return same && !*t;
+}
+
+/* Writes TEXT and TAIL to DIR/config.ini through a temporary file; synced
+ * when it replaces one (a crash then leaves the old or the new whole). */
+static int replace_config(const char *dir, const char *text, size_t len,
+                          const char *tail, bool durable) {
+  char *path = lk__asprintf("%s/config.ini", dir);
+  char *tmp = lk__asprintf("%s/config.ini.tmp-%ld", dir, (long)getpid());
+  int rc = path && tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
+  if (rc == 0 && !f)
+    rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  if (f) {
+    fwrite(text, 1, len, f);
+    fputs(tail, f);
+    if (fflush(f) != 0 || ferror(f) || (durable && fsync(fileno(f)) != 0))
+      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == 0)
+      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  }
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
+                 strerror(errno));
+  if (rc == 0 && durable)
+    rc = lk__sync_dir(path);
+  if (rc != 0 && tmp)
+    unlink(tmp);
+  free(path);
+  free(tmp);
+  return rc;
+}
+
+/* A new run's config.ini; a resumed one (in a new directory) says which
+ * checkpoint it came from. */
+static int write_config(lk_run *run, const lk_config *src) {
+  char *text = NULL, *line = NULL, *tail = NULL;
+  size_t len = 0;
+  int rc = config_text(run, &text, &len);
+  if (rc == 0 && run->resumed) {
+    line = history_line(run, src, run->opts.resume);
+    tail = line ? lk__asprintf("\n%s\n", line) : NULL;
+  }
+  if (rc == 0 && run->resumed && !tail)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = replace_config(run->rd.dir, text, len, tail ? tail : "", false);
+  free(text);
+  free(line);
+  free(tail);
+  return rc;
+}
+
+/* A run resumed in place: its config.ini becomes the config it goes on
+ * with, when that is not what the file says already, or came from another
+ * file, or a --set was given (recorded even when it changes nothing). The
+ * file's history lines are kept and one is added. */
+static int update_config(lk_run *run, const lk_config *src) {
+  const char *dir = run->rd.dir;
+  char *path = lk__asprintf("%s/config.ini", dir);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  struct stat a, b;
+  bool own = lk__config_path(src) && stat(lk__config_path(src), &a) == 0 &&
+             stat(path, &b) == 0 && same_file(&a, &b);
+  char *text = NULL, *old = NULL, *hist = NULL, *line = NULL;
+  size_t len = 0, old_len = 0, hist_len = 0;
+  int rc = config_text(run, &text, &len);
+  if (rc == 0 && lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &old,
+                               &old_len, NULL) != 0) {
+    old = NULL; /* gone or unreadable: written whole */
+    old_len = 0;
+  }
+  FILE *h = rc == 0 ? open_memstream(&hist, &hist_len) : NULL;
+  if (rc == 0 && !h)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  bool keep = false;
+  if (h) {
+    fputc('\n', h); /* the history after a blank line */
+    keep = old && same_body(old, old_len, text, h) && own &&
+           lk__config_n_overrides(src) == 0;
+    char *from = own ? NULL : lk__asprintf("config %s", lk__config_path(src));
+    if (!keep && (own || from) && (line = history_line(run, src, from)))
+      fprintf(h, "%s\n", line);
+    free(from);
+    if (fclose(h) != 0 || !hist || (!keep && !line))
+      rc = lk__err(LK_ENOMEM, "out of memory");
+  }
+  if (rc == 0 && !keep)
+    rc = replace_config(dir, text, len, hist, true);
+  free(path);
+  free(text);
+  free(old);
+  free(hist);
+  free(line);
+  return rc;
+}
+
+int lk__rundir_open(lk_run *run, const lk_config *cfg,
+                    const struct stat *ck_st) {
+  lk__rundir *rd = &run->rd;
+  const char *config_path = lk__config_path(cfg);
+  char *src = NULL;
+  int rc = 0;
+  if (run->resumed)
+    rc = plan(run, config_path, ck_st, &src);
+  else if (run->opts.out_dir)
+    rc = (rd->dir = lk__strdup(run->opts.out_dir))
+             ? 0
+             : lk__err(LK_ENOMEM, "out of memory");
+  else
+    rc = new_run_dir(rd, config_path);
+  if (rc == 0)
+    rc = mkdir_p(rd->dir);
+  if (rc == 0)
+    rc = lock_dir(rd, rd->dir);
+  /* Under the lock: what the directory holds cannot change any more. */
+  if (rc == 0 && rd->in_place && !is_latest(rd->dir, ck_st))
+    rc = lk__err(LK_ECONFIG,
+                 "%s/checkpoints/last.ckpt changed while loopkit read %s (did "
+                 "another loopkit just write it?): run the command again",
+                 rd->dir, run->opts.resume);
+  if (rc == 0 && !rd->in_place && holds_run(rd->dir))
+    rc = lk__err(LK_ECONFIG,
+                 "--out %s already holds a run (config.ini, metrics.csv or "
+                 "checkpoints/): choose another directory; an earlier run's "
+                 "files are never overwritten",
+                 rd->dir);
+  if (rc == 0 && !(rd->ckpt_dir = lk__asprintf("%s/checkpoints", rd->dir)))
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0 &&
+      !(rd->last_ckpt = lk__asprintf("%s/checkpoints/last.ckpt", rd->dir)))
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0 && rd->in_place) {
+    remove_leftovers(rd->dir, false);
+    remove_leftovers(rd->ckpt_dir, true);
+  }
+  if (rc == 0)
+    rc = check_checkpoints_dir(rd->ckpt_dir);
+  if (rc == 0)
+    rc = rd->in_place ? update_config(run, cfg) : write_config(run, cfg);
+  if (rc == 0)
+    rc = open_metrics(run, src);
+  if (rc == 0 && run->resumed) {
+    const lk__progress *p = &run->state.progress;
+    if (rd->in_place)
+      lk__log(&run->env, LK_LOG_INFO, "resuming %s at epoch %llu, step %llu",
+              rd->dir, (unsigned long long)p->epoch,
+              (unsigned long long)p->global_step);
+    else
+      lk__log(&run->env, LK_LOG_INFO,
+              "%s is not the latest checkpoint of a run directory%s%s%s: "
+              "resuming it at epoch %llu, step %llu in a new run directory, "
+              "%s",
+              run->opts.resume, src ? " (that of " : "", src ? src : "",
+              src ? ")" : "", (unsigned long long)p->epoch,
+              (unsigned long long)p->global_step, rd->dir);
+  }
+  /* For the loggers: where the rows before the checkpoint were logged. */
+  if (rc == 0 && !rd->in_place)
+    rd->source = src;
+  else
+    free(src);
+  return rc;
+}
+
+void lk__rundir_close(lk__rundir *rd) {
+  for (size_t i = 0; i < rd->n_pending; i++)
+    free(rd->pending[i]);
+  rd->n_pending = 0;
+  if (rd->lock_fd >= 0)
+    close(rd->lock_fd);
+  rd->lock_fd = -1;
+  free(rd->dir);
+  free(rd->ckpt_dir);
+  free(rd->last_ckpt);
+  free(rd->source);
+  rd->dir = rd->ckpt_dir = rd->last_ckpt = rd->source = NULL;
+}
+
+/* ---- writing checkpoints ------------------------------------------------ */
+
+static int write_to(lk_run *run, const char *path) {
+  const lk__tensors *ts = &run->env.tensors;
+  if (run->rows.csv)
+    run->state.metrics_rows = lk__metrics_rows(run->rows.csv);
+  /* The loggers record where they are in their state, which this
+   * checkpoint then carries with metrics.csv's row count. */
+  int rc = lk__loggers_save(run);
+  if (rc != 0)
+    return rc;
+  return lk__ckpt_write(path, &run->state, &run->env.rng, ts->params,
+                        ts->n_params, ts->states, ts->n_states);
+}
+
+static int step_number(const char *name, unsigned long long *n) {
+  char tail;
+  return sscanf(name, "step-%llu.ckp%c", n, &tail) == 2 && tail == 't' &&
+         strlen(name) > 10 && strcmp(name + strlen(name) - 5, ".ckpt") == 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  unsigned long long x = *(const unsigned long long *)a,
+                     y = *(const unsigned long long *)b;
+  return (x > y) - (x < y);
+}
+
+/* Keeps the newest keep_last step-N.ckpt files. */
+static int prune(lk_run *run) {
+  const char *dir = run->rd.ckpt_dir;
+  DIR *d = opendir(dir);
+  if (!d)
+    return lk__err(LK_EIO, "cannot list %s: %s", dir, strerror(errno));
+  unsigned long long *steps = NULL, n;
+  size_t count = 0, cap = 0;
+  int rc = 0;
+  struct dirent *e;
+  while (rc == 0 && (e = readdir(d)))
+    if (step_number(e->d_name, &n)) {
+      if (count == cap) {
+        size_t nc = cap ? 2 * cap : 16;
+        unsigned long long *g = realloc(steps, nc * sizeof *g);
+        if (!g) {
+          rc = lk__err(LK_ENOMEM, "out of memory");
+          break;
+        }
+        steps = g;
+        cap = nc;
+      }
+      steps[count++] = n;
+    }
+  closedir(d);
+  if (count)
+    qsort(steps, count, sizeof *steps, cmp_u64);
+  for (size_t i = 0; rc == 0 && i + (size_t)run->loop.keep_last < count; i++) {
+    char *path = lk__asprintf("%s/step-%llu.ckpt", dir, steps[i]);
+    if (!path || (unlink(path) != 0 && errno != ENOENT))
+      rc = lk__err(LK_EIO, "cannot remove old checkpoint %s", path ? path : "");
+    free(path);
+  }
+  free(steps);
+  return rc;
+}
+
+/* last.ckpt, and with keep_last > 0 step-N.ckpt as well: the step file is
+ * written atomically, then hard-linked into place as last.ckpt with a
+ * rename, so both are always whole and cost one write. */
+static int save(lk_run *run) {
+  lk__rundir *rd = &run->rd;
+  if (run->loop.keep_last == 0)
+    return write_to(run, rd->last_ckpt);
+  char *step =
+      lk__asprintf("%s/step-%llu.ckpt", rd->ckpt_dir,
+                   (unsigned long long)run->state.progress.global_step);
+  char *link_tmp = lk__asprintf("%s/last.ckpt.link", rd->ckpt_dir);
+  int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = write_to(run, step);
+  if (rc == 0) {
+    unlink(link_tmp);
+    if (link(step, link_tmp) != 0 || rename(link_tmp, rd->last_ckpt) != 0)
+      rc = lk__err(LK_EIO, "cannot make %s the last checkpoint: %s", step,
+                   strerror(errno));
+  }
+  if (rc == 0)
+    rc = prune(run);
+  free(step);
+  free(link_tmp);
+  return rc;
+}
+
+int lk__rundir_save(lk_run *run) {
+  if (!run->rd.dir)
+    return 0; /* rank 0 writes the run's checkpoints */
+  int rc = save(run);
+  return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
+}
+
+/* Where a plugin's checkpoint FILE goes: DIR (absolute, or relative to the
+ * run directory), or checkpoints/ without one. */
+static char *request_path(const lk__rundir *rd, const char *dir,
+                          const char *file) {
+  if (!dir)
+    return lk__asprintf("%s/%s", rd->ckpt_dir, file);
+  if (dir[0] == '/')
+    return lk__asprintf("%s/%s", dir, file);
+  return lk__asprintf("%s/%s/%s", rd->dir, dir, file);
+}
+
+int lk__rundir_request(lk_run *run, const char *who, const char *dir,
+                       const char *file) {
+  lk__rundir *rd = &run->rd;
+  if (!file || !*file || strchr(file, '/') || !strcmp(file, ".") ||
+      !strcmp(file, "..") || !strcmp(file, "last.ckpt") ||
+      !strcmp(file, "last.ckpt.link") || strstr(file, ".tmp-"))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: checkpoint name \"%s\" is not a plain file "
+                   "name other than last.ckpt",
+                   who, file ? file : "(null)");
+  if (dir && !*dir)
+    return lk__err(LK_EINVAL, "plugin %s: checkpoint directory \"\" for %s",
+                   who, file);
+  if (run->env.rank != 0)
+    return 0; /* rank 0 writes the run directory */
+  if (!rd->dir)
+    return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in", who,
+                   file);
+  char *path = request_path(rd, dir, file);
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < rd->n_pending; i++)
+    if (!strcmp(rd->pending[i], path)) {
+      free(path);
+      return 0;
+    }
+  if (rd->n_pending == LK__MAX_PENDING) {
+    free(path);
+    return lk__err(LK_ESTATE,
+                   "plugin %s: more than %d checkpoints asked for at once", who,
+                   LK__MAX_PENDING);
+  }
+  rd->pending[rd->n_pending++] = path;
+  return 0;
+}
+
+int lk__rundir_write_pending(lk_run *run) {
+  lk__rundir *rd = &run->rd;
+  int rc = 0;
+  for (size_t i = 0; i < rd->n_pending; i++) {
+    /* Its directory, made now: a plugin's own (dirpath) may not exist. */
+    char *dir = rc == 0 ? lk__strdup(rd->pending[i]) : NULL;
+    if (rc == 0 && !dir)
+      rc = lk__err(LK_ENOMEM, "out of memory");
+    if (rc == 0 && strrchr(dir, '/') != dir)
+      *strrchr(dir, '/') = '\0';
+    if (rc == 0 && (rc = mkdir_p(dir)) == 0)
+      rc = write_to(run, rd->pending[i]);
+    if (rc != 0 && dir)
+      rc = lk__err_prefix(rc, "checkpoint %s not written", rd->pending[i]);
+    free(dir);
+    free(rd->pending[i]);
+  }
+  rd->n_pending = 0;
+  return rc;
+}

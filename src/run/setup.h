@@ -1,0 +1,30 @@
+/* The run's part (src/run/): a config made into a run (setup.c, with the
+ * optimizers and schedulers of optim.c and the launcher's checks of
+ * launcher.c) and the run as hosts see it (run.c). The run itself, lk_run,
+ * is the loop's (loop.h), so that the loop never reaches up to here. */
+#ifndef LK_SETUP_H
+#define LK_SETUP_H
+
+#include "loop.h"
+
+/* ---- launcher.c: mpirun, srun ------------------------------------------- */
+
+/* Under a launcher's K > 1 processes, refuses a config that names no
+ * strategy; on its ranks but 0, logs only errors from now on. */
+int lk__launcher_check(lk_run *run, const lk_config *cfg);
+
+/* ---- optim.c: the optimizers and schedulers from the config ------------- */
+
+/* [plugins] optimizer or scheduler (K), a list: its instances, the first
+ * in the role. */
+int lk__optim_assign(lk_run *run, lk__kind_id k, const lk_config_entry *e);
+/* Their sections: params, groups (each group an instance), a scheduler's
+ * optimizer; the options of all of these. Before the other instances'. */
+int lk__optim_parse(lk_run *run, const lk_config *cfg);
+/* registry_create_all's hook (registry.h). */
+bool lk__optim_create(lk__env *env, lk__kind_id k, int *rc);
+/* What the effective config records of them beyond the plugins' options. */
+int lk__optim_export(const lk_run *run, const lk_config *src, lk_config *out);
+void lk__optim_free(lk__optim *o);
+
+#endif
