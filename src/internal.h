@@ -49,6 +49,8 @@ int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
                   size_t *out_len, struct stat *st);
 /* Syncs the directory holding PATH: a rename is durable only then. */
 int lk__sync_dir(const char *path);
+/* "a directory", "a FIFO", ...: what a file of st_mode MODE is. */
+const char *lk__file_type(unsigned mode);
 
 /* searchpath.c: the plugin search path. EACH is called with every
  * directory, in search order, and where it comes from (for messages); a
