@@ -9,9 +9,10 @@
  *   index,y0,y1,...        anything else (a regression): the outputs.
  *
  * Numbers are round-trip (%.17g for f64 and the probabilities, computed
- * in double; %.9g for f32 outputs). -o FILE is written atomically (a
- * temporary file beside it, then a rename): a failed prediction leaves no
- * partial file. The run that made the checkpoint is only read. */
+ * in double; %.9g for f32 outputs). -o FILE is written as every output
+ * is (lk_output_open): a regular file atomically, so that a failed
+ * prediction leaves no partial file; - the standard output; a device or a
+ * FIFO written through. The run that made the checkpoint is only read. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -168,41 +169,18 @@ int cli_predict(int argc, char **argv) {
   lk_run *run = NULL;
   if (cli_open_model(&a, &run) != 0)
     return EXIT_USAGE;
-  char *tmp = NULL;
-  writer w = {.f = stdout};
-  if (a.out) {
-    size_t len = strlen(a.out) + 32;
-    if ((tmp = malloc(len)))
-      snprintf(tmp, len, "%s.tmp-%ld", a.out, (long)getpid());
-    if (!tmp || !(w.f = fopen(tmp, "w"))) {
-      cli_error("predict: cannot write %s: %s", tmp ? tmp : a.out,
-                strerror(errno));
-      free(tmp);
-      lk_run_free(run);
-      return EXIT_USAGE;
-    }
+  lk_output *o;
+  if (lk_output_open(a.out ? a.out : "-", NULL, &o) != 0) {
+    cli_error("predict: %s", lk_last_error());
+    lk_run_free(run);
+    return EXIT_USAGE;
   }
+  writer w = {.f = lk_output_stream(o)};
   int status = predict(run, &w, a.config);
-  if (fflush(w.f) != 0 || ferror(w.f)) {
-    if (status == 0)
-      cli_error("predict: cannot write %s: %s", a.out ? tmp : "the output",
-                strerror(errno));
-    status = status ? status : EXIT_FAILED;
+  if (lk_output_close(o, status == 0) != 0 && status == 0) {
+    cli_error("predict: %s", lk_last_error());
+    status = EXIT_FAILED;
   }
-  if (a.out) {
-    if (fclose(w.f) != 0 && status == 0) {
-      cli_error("predict: cannot write %s: %s", tmp, strerror(errno));
-      status = EXIT_FAILED;
-    }
-    if (status == 0 && rename(tmp, a.out) != 0) {
-      cli_error("predict: cannot rename %s to %s: %s", tmp, a.out,
-                strerror(errno));
-      status = EXIT_FAILED;
-    }
-    if (status != 0)
-      unlink(tmp);
-  }
-  free(tmp);
   free(w.p);
   lk_run_free(run);
   return status;
