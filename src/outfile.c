@@ -78,7 +78,8 @@ static int refuse(const char *what, const char *path, const struct stat *st) {
 }
 
 /* N letters and digits nobody can predict into OUT. getrandom cannot fail
- * on Linux >= 3.17 once the pool is up; before that, the time and a
+ * on Linux >= 3.17 once the pool is up; before that, the time, a stack
+ * address (ASLR) and a
  * counter still give a new name each try (O_EXCL keeps any name safe; a
  * guessable one only lets another user make the open fail). */
 static void random_letters(char *out, size_t n) {
@@ -92,7 +93,7 @@ static void random_letters(char *out, size_t n) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
-                 ((uint64_t)getpid() << 12) ^
+                 ((uint64_t)(uintptr_t)&ts << 12) ^
                  __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     for (size_t i = 0; i < n; i++) { /* splitmix64 */
       uint64_t z = (x += 0x9e3779b97f4a7c15u);

@@ -1049,8 +1049,9 @@ int lk__st_write(const char *path, const lk__st_item *items, size_t n,
   lk_output *out;
   int rc = lk_output_open(path, NULL, &out);
   if (rc == 0)
-    rc = lk__st_write_stream(lk_output_stream(out), path, items, n, meta,
-                             n_meta);
+    rc = lk__st_write_stream(lk_output_stream(out),
+                             strcmp(path, "-") ? path : "the standard output",
+                             items, n, meta, n_meta);
   int closed = lk_output_close(out, rc == 0);
   return rc ? rc : closed;
 }

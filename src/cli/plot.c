@@ -677,7 +677,8 @@ static int write_figure(const figure *fig, const char *out, format fmt) {
   cairo_status_t st = render(fig, fmt, &s);
   bool ok = false;
   if (s.err)
-    cli_error("plot: cannot write %s: %s", out, strerror(s.err));
+    cli_error("plot: cannot write %s: %s",
+              strcmp(out, "-") ? out : "the standard output", strerror(s.err));
   else if (st != CAIRO_STATUS_SUCCESS)
     cli_error("plot: cannot draw %s: %s", out, cairo_status_to_string(st));
   else

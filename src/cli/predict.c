@@ -28,6 +28,7 @@ static const char usage[] = "usage: loopkit predict CONFIG.ini --ckpt CKPT "
 
 typedef struct writer {
   FILE *f;
+  const char *name; /* the output, for messages */
   bool started, classify;
   bool reported; /* a failure of the writer's, already told */
   lk_dtype dtype;
@@ -117,7 +118,7 @@ static int each(void *user, const lk_batch *batch, const lk_tensor *out) {
     fputc('\n', w->f);
   }
   if (ferror(w->f)) {
-    cli_error("predict: cannot write the predictions: %s", strerror(errno));
+    cli_error("predict: cannot write %s: %s", w->name, strerror(errno));
     w->reported = true;
     return LK_EIO;
   }
@@ -175,7 +176,9 @@ int cli_predict(int argc, char **argv) {
     lk_run_free(run);
     return EXIT_USAGE;
   }
-  writer w = {.f = lk_output_stream(o)};
+  writer w = {.f = lk_output_stream(o),
+              .name =
+                  a.out && strcmp(a.out, "-") ? a.out : "the standard output"};
   int status = predict(run, &w, a.config);
   if (lk_output_close(o, status == 0) != 0 && status == 0) {
     cli_error("predict: %s", lk_last_error());
