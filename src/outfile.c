@@ -271,11 +271,12 @@ static int finish_file(lk_output *o, const char **step) {
     e = errno ? errno : EIO;
   if (!e && fsync(fd) != 0)
     e = errno;
-  /* The owner and group too, where the caller may give them (root). */
+  /* The owner and group too, where the caller may give them (root; a
+   * failure leaves the file the caller's, as any new file is). */
   if (!e && o->existed &&
       (o->was.st_uid != geteuid() || o->was.st_gid != getegid()) &&
-      fchown(fd, o->was.st_uid, o->was.st_gid) == 0)
-    fchmod(fd, o->was.st_mode & 0777);
+      fchown(fd, o->was.st_uid, o->was.st_gid) != 0)
+    errno = 0;
   if (fclose(o->f) != 0 && !e)
     e = errno;
   o->f = NULL;

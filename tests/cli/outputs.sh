@@ -291,6 +291,17 @@ expect 2 "metrics $D/m/metrics.csv is a symbolic link" \
   -- train --resume "$D/m/checkpoints/last.ckpt" --set loop.max_steps=6
 check "resume with metrics.csv a link: nothing appended where it leads" same "$D/rows" "$D/rows.copy"
 
+# The tensorboard logger cuts its event file back to the checkpoint's
+# length when a run is resumed in place: never through a link.
+sed 's/^profiler = simple$/loggers = tensorboard/' "$T/rosen.ini" >"$T/tb.ini"
+expect 0 "trained 3 steps" "a run with the tensorboard logger" -- train "$T/tb.ini" --out "$D/tb"
+ev=$(ls "$D/tb"/events.out.tfevents.*)
+cp "$ev" "$D/events" && cp "$D/events" "$D/events.copy" && ln -sf "$D/events" "$ev"
+"$LOOPKIT" train --resume "$D/tb" --set loop.max_steps=6 --quiet >"$T/out" 2>&1
+check "resume with the event file a link: fails, naming it" \
+  sh -c "[ $? -ne 0 ] && grep -q 'cannot cut $ev back to' '$T/out'"
+check "... and neither cuts nor appends to the file it leads to" same "$D/events" "$D/events.copy"
+
 # ---- a killed run's temporary files, old and new names, are removed ----
 : >"$D/m/config.ini.tmp-4242"
 : >"$D/m/checkpoints/last.ckpt.tmp-aB3dE9"
