@@ -233,8 +233,7 @@ typedef struct lk_output lk_output;
  * block device or anything else is refused (LK_EINVAL), naming PATH and
  * what it is. Messages name WHAT ("profile") and PATH; WHAT may be NULL.
  * Write to lk_output_stream; always end with lk_output_close. */
-LK_API int lk_output_open(const char *path, const char *what,
-                          lk_output **out);
+LK_API int lk_output_open(const char *path, const char *what, lk_output **out);
 /* Since ABI 1.6: the stream to write an lk_output_open file to; the
  * caller never closes it. */
 LK_API FILE *lk_output_stream(lk_output *out);
