@@ -20,7 +20,6 @@
 #endif
 #include "preamble.h"
 
-#include <errno.h>
 #include <time.h>
 
 typedef struct action {
@@ -162,13 +161,14 @@ static int report(void *self, const char *run_dir) {
   if (run_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", run_dir, p->file);
-    FILE *f = fopen(path, "w");
-    bool ok = f && fputs(text, f) != EOF;
-    if (f && fclose(f) != 0)
-      ok = false;
-    if (!ok)
-      rc = lk_fail(p->host, LK_EIO, "cannot write %s: %s", path,
-                   strerror(errno));
+    /* Written as loopkit writes its own files (lk_output_open): replaced
+     * whole, never through a link; the library says why when it cannot. */
+    lk_output *out;
+    rc = lk_output_open(path, "report", &out);
+    if (rc == 0) {
+      fputs(text, lk_output_stream(out));
+      rc = lk_output_close(out, true);
+    }
   }
   free(text);
   return rc;

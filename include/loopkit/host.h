@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "loopkit/export.h"
 #include "loopkit/plugin.h"
@@ -217,6 +218,31 @@ LK_API int lk_host_data_shape(lk_host *host, lk_sample_shape *out);
  * Messages name WHAT ("data file", "init file") and PATH. For data and
  * model plugins that read files. */
 LK_API int lk_open_input(const char *path, const char *what, int *fd);
+
+/* Since ABI 1.6: a file being written whole, from lk_output_open to
+ * lk_output_close. */
+typedef struct lk_output lk_output;
+/* Since ABI 1.6: opens PATH to be written whole, as loopkit writes every
+ * file. "-" is the standard output; a character device or a FIFO is
+ * written as it is (opened without creating or truncating it, never
+ * replaced); a regular file, new or existing, is written to a new
+ * temporary file beside it, of a name nobody can predict and created
+ * without following links, which lk_output_close renames over PATH once
+ * all of it is written and synced: an existing file keeps its content on
+ * any failure, and its mode. A symbolic link, a directory, a socket, a
+ * block device or anything else is refused (LK_EINVAL), naming PATH and
+ * what it is. Messages name WHAT ("profile") and PATH; WHAT may be NULL.
+ * Write to lk_output_stream; always end with lk_output_close. */
+LK_API int lk_output_open(const char *path, const char *what, lk_output **out);
+/* Since ABI 1.6: the stream to write an lk_output_open file to; the
+ * caller never closes it. */
+LK_API FILE *lk_output_stream(lk_output *out);
+/* Since ABI 1.6: ends what lk_output_open began and frees OUT (NULL:
+ * nothing). With KEEP, the file is flushed, synced and put in place: 0,
+ * or LK_EIO naming PATH when any of it failed, and then PATH is as it
+ * was. Without KEEP, a temporary file is removed and PATH left as it was
+ * (what went to the standard output, a device or a FIFO stays sent). */
+LK_API int lk_output_close(lk_output *out, bool keep);
 
 /* Asks the loop to stop after the current batch (early stopping). */
 LK_API void lk_host_request_stop(lk_host *host);

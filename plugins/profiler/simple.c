@@ -8,7 +8,6 @@
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, open_memstream */
 #endif
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,10 +282,13 @@ static int report(void *self, const char *run_dir) {
       return lk_fail(s->host, LK_ENOMEM, "out of memory");
     }
     snprintf(path, len, "%s/profile.txt", run_dir);
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) == EOF || fclose(f) != 0) {
-      int err = errno;
-      rc = lk_fail(s->host, LK_EIO, "cannot write %s: %s", path, strerror(err));
+    /* Replaced whole, never written through a link (the library says why
+     * it could not). */
+    lk_output *out;
+    rc = lk_output_open(path, "profile", &out);
+    if (rc == 0) {
+      fputs(text, lk_output_stream(out));
+      rc = lk_output_close(out, true);
     }
     free(path);
   }

@@ -52,6 +52,8 @@ int lk__read_file(const char *path, const char *what, uint64_t max, char **out,
                   size_t *out_len, struct stat *st);
 /* Syncs the directory holding PATH: a rename is durable only then. */
 int lk__sync_dir(const char *path);
+/* "a directory", "a FIFO", ...: what a file of st_mode MODE is. */
+const char *lk__file_type(unsigned mode);
 
 /* config.c: what only the library (and its tests) read of a config. */
 /* Entries in file order (sections in order of first appearance). */

@@ -95,6 +95,18 @@ const char *lk_version(void) {
   return LK_VERSION;
 }
 
+const char *lk__file_type(unsigned mode) {
+
+  return S_ISREG(mode)    ? "a regular file"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISLNK(mode)  ? "a symbolic link"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "not a file";
+}
+
 /* Opens PATH for reading, refusing anything but a regular file: a FIFO
  * would block the run forever and a device such as /dev/zero never ends.
  * O_NONBLOCK keeps the open itself from waiting for a FIFO's writer; it is
@@ -113,13 +125,7 @@ int lk_open_input(const char *path, const char *what, int *fd_out) {
   else if (!S_ISREG(st.st_mode))
     rc =
         lk__err(LK_EIO, "%s %s is not a regular file (%s): refusing to read it",
-                what, path,
-                S_ISFIFO(st.st_mode)   ? "a FIFO"
-                : S_ISCHR(st.st_mode)  ? "a character device"
-                : S_ISBLK(st.st_mode)  ? "a block device"
-                : S_ISDIR(st.st_mode)  ? "a directory"
-                : S_ISSOCK(st.st_mode) ? "a socket"
-                                       : "not a file");
+                what, path, lk__file_type(st.st_mode));
   else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
     rc = lk__err(LK_EIO, "cannot read %s %s: %s", what, path, strerror(errno));
   if (rc != 0) {

@@ -11,7 +11,9 @@ static const cli_option train_options[] = {
      "Override one key of the config (repeatable; later wins)."},
     {"--out", "DIR",
      "Write the run into DIR, which must not hold an earlier run (default: "
-     "a new runs/CONFIG-N)."},
+     "a new runs/CONFIG-N); DIR is made with its parents when missing. -, "
+     "a symbolic link, or anything but a directory is refused with status "
+     "2."},
     {"--resume", "CKPT|RUN_DIR",
      "Continue exactly where checkpoint CKPT stopped: in its run directory "
      "when CKPT is that run's latest (DIR/checkpoints/last.ckpt), otherwise "
@@ -73,8 +75,10 @@ static const cli_option predict_options[] = {
      "The checkpoint whose parameters the model takes (required), as for "
      "test."},
     {"-o", "FILE",
-     "Write the CSV to FILE (atomically: a temporary file, then a rename) "
-     "instead of the standard output (also --output FILE)."},
+     "Write the CSV to FILE instead of the standard output (also --output "
+     "FILE), as every output is written (see OUTPUT FILES): - is the "
+     "standard output, a regular file is replaced only when the whole "
+     "prediction was written."},
     {"--set", "SECTION.KEY=VALUE",
      "Override one key of the config (repeatable): the data file to "
      "predict on, as the data plugin's test file (csv.test=FILE)."},
@@ -83,7 +87,8 @@ static const cli_option predict_options[] = {
 static const cli_option plot_options[] = {
     {"-o", "FILE",
      "Write FILE instead of RUN_DIR/curves.png; .png or .svg by its "
-     "extension (also --output FILE)."},
+     "extension, PNG to - (the standard output), a device or a FIFO without "
+     "one (also --output FILE). See OUTPUT FILES."},
     {"--metrics", "NAME,...",
      "A panel for each NAME, in this order, instead of one for every "
      "metric: the columns NAME, val_NAME and test_NAME that hold values "
@@ -129,8 +134,9 @@ const cli_command cli_commands[] = {
     {"export", "CKPT -o FILE", "a checkpoint's parameters as safetensors",
      "Write every parameter of checkpoint CKPT (not the optimizer's state) "
      "to FILE in the safetensors format, each with its name, dtype and "
-     "shape, atomically (a temporary file, then a rename; CKPT itself is "
-     "never overwritten), with __metadata__ format = pt, step, epoch and "
+     "shape, as every output is written (see OUTPUT FILES: - is the "
+     "standard output; CKPT itself is never overwritten), with "
+     "__metadata__ format = pt, step, epoch and "
      "plugin (the step plugin named in the run directory's config.ini). "
      "torch and the Hugging Face tools read it, and a model's init option "
      "(mlp's) starts another run from it. -o is also --output.",

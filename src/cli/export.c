@@ -1,5 +1,6 @@
 /* loopkit export CKPT -o FILE.safetensors: a checkpoint's parameters for
- * torch and the Hugging Face tools. */
+ * torch and the Hugging Face tools. FILE is written as every output is
+ * (lk_output_open): - is the standard output. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,7 @@ int cli_export(int argc, char **argv) {
     cli_error("export: %s", lk_last_error());
     return EXIT_USAGE;
   }
-  printf("wrote %s\n", out);
+  if (strcmp(out, "-") != 0) /* - is the file itself */
+    printf("wrote %s\n", out);
   return 0;
 }

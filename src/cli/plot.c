@@ -625,16 +625,26 @@ static cairo_status_t render(const figure *fig, format fmt, sink *s) {
   return st;
 }
 
-/* OUT's format from its extension; EXIT_USAGE after cli_error when it has
- * none this cairo can write. */
+/* Whether OUT is written as a stream: -, a character device or a FIFO
+ * (lk_output_open writes them through). */
+static bool is_stream(const char *out) {
+  struct stat st;
+  return !strcmp(out, "-") || (lstat(out, &st) == 0 &&
+                               (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)));
+}
+
+/* OUT's format from its extension, PNG for a stream without one;
+ * EXIT_USAGE after cli_error when it has none this cairo can write. */
 static int output_format(const char *out, format *fmt) {
   const char *base = strrchr(out, '/');
   const char *dot = strrchr(base ? base + 1 : out, '.');
-  bool png = dot && !strcasecmp(dot, ".png") && can_png;
-  bool svg = dot && !strcasecmp(dot, ".svg") && can_svg;
+  bool png_name = dot && !strcasecmp(dot, ".png");
+  bool svg_name = dot && !strcasecmp(dot, ".svg");
+  bool png = can_png && (png_name || (!svg_name && is_stream(out)));
+  bool svg = can_svg && svg_name;
   if (!png && !svg) {
     cli_error("plot: cannot tell the format of %s: the file name must end "
-              "in .png or .svg",
+              "in .png or .svg (a stream, - or a device, is PNG)",
               out);
     return EXIT_USAGE;
   }
@@ -653,63 +663,30 @@ static char *join(const char *dir, const char *name) {
   return path;
 }
 
-/* A new file OUT.tmp-PID[-K] beside OUT: a rename within a directory
- * replaces OUT whole, and a crash leaves at worst a stray temporary file.
- * Created with 0666 so the umask decides, as for any other output. */
-static FILE *create_temp(const char *out, char **tmp) {
-  size_t size = strlen(out) + 48;
-  if (!(*tmp = malloc(size)))
-    return NULL;
-  for (int k = 0; k < 100; k++) {
-    snprintf(*tmp, size, k ? "%s.tmp-%ld-%d" : "%s.tmp-%ld", out,
-             (long)getpid(), k);
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST)
-      continue; /* left by a crashed process that had our pid */
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (fd >= 0 && !f) {
-      int err = errno;
-      close(fd);
-      remove(*tmp);
-      errno = err;
-    }
-    return f;
-  }
-  return NULL;
-}
-
-/* Flushes, syncs and closes F; 0 or the errno of the first failure. */
-static int close_temp(FILE *f) {
-  int err = 0;
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-    err = errno;
-  if (fclose(f) != 0 && !err)
-    err = errno;
-  return err;
-}
-
+/* Draws FIG into OUT, written as every output is (lk_output_open): a
+ * regular file replaced whole only when all of it was drawn and written.
+ * 0; EXIT_USAGE after cli_error when OUT cannot be opened (nothing drawn),
+ * EXIT_FAILED when drawing or writing fails. */
 static int write_figure(const figure *fig, const char *out, format fmt) {
-  char *tmp = NULL;
-  sink s = {create_temp(out, &tmp), 0};
-  if (!s.f) {
-    cli_error("plot: cannot write %s: %s", out, strerror(errno));
-    free(tmp);
-    return EXIT_FAILED;
+  lk_output *o;
+  if (lk_output_open(out, NULL, &o) != 0) {
+    cli_error("plot: %s", lk_last_error());
+    return EXIT_USAGE;
   }
+  sink s = {lk_output_stream(o), 0};
   cairo_status_t st = render(fig, fmt, &s);
-  int err = close_temp(s.f);
   bool ok = false;
-  if (s.err || (st == CAIRO_STATUS_SUCCESS && err))
-    cli_error("plot: cannot write %s: %s", out, strerror(s.err ? s.err : err));
+  if (s.err)
+    cli_error("plot: cannot write %s: %s",
+              strcmp(out, "-") ? out : "the standard output", strerror(s.err));
   else if (st != CAIRO_STATUS_SUCCESS)
     cli_error("plot: cannot draw %s: %s", out, cairo_status_to_string(st));
-  else if (rename(tmp, out) != 0)
-    cli_error("plot: cannot rename %s to %s: %s", tmp, out, strerror(errno));
   else
     ok = true;
-  if (!ok)
-    remove(tmp);
-  free(tmp);
+  if (lk_output_close(o, ok) != 0 && ok) {
+    cli_error("plot: %s", lk_last_error());
+    ok = false;
+  }
   return ok ? 0 : EXIT_FAILED;
 }
 
@@ -848,7 +825,7 @@ int cli_plot(int argc, char **argv) {
   if (!o.out)
     o.out = path;
   int rc = plot_curves(run_dir, &o);
-  if (rc == 0 && !o.list)
+  if (rc == 0 && !o.list && strcmp(o.out, "-") != 0) /* - is the image */
     printf("wrote %s\n", o.out);
   free(path);
   return rc;

@@ -9,9 +9,10 @@
  *   index,y0,y1,...        anything else (a regression): the outputs.
  *
  * Numbers are round-trip (%.17g for f64 and the probabilities, computed
- * in double; %.9g for f32 outputs). -o FILE is written atomically (a
- * temporary file beside it, then a rename): a failed prediction leaves no
- * partial file. The run that made the checkpoint is only read. */
+ * in double; %.9g for f32 outputs). -o FILE is written as every output
+ * is (lk_output_open): a regular file atomically, so that a failed
+ * prediction leaves no partial file; - the standard output; a device or a
+ * FIFO written through. The run that made the checkpoint is only read. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ static const char usage[] = "usage: loopkit predict CONFIG.ini --ckpt CKPT "
 
 typedef struct writer {
   FILE *f;
+  const char *name; /* the output, for messages */
   bool started, classify;
   bool reported; /* a failure of the writer's, already told */
   lk_dtype dtype;
@@ -116,7 +118,7 @@ static int each(void *user, const lk_batch *batch, const lk_tensor *out) {
     fputc('\n', w->f);
   }
   if (ferror(w->f)) {
-    cli_error("predict: cannot write the predictions: %s", strerror(errno));
+    cli_error("predict: cannot write %s: %s", w->name, strerror(errno));
     w->reported = true;
     return LK_EIO;
   }
@@ -168,41 +170,20 @@ int cli_predict(int argc, char **argv) {
   lk_run *run = NULL;
   if (cli_open_model(&a, &run) != 0)
     return EXIT_USAGE;
-  char *tmp = NULL;
-  writer w = {.f = stdout};
-  if (a.out) {
-    size_t len = strlen(a.out) + 32;
-    if ((tmp = malloc(len)))
-      snprintf(tmp, len, "%s.tmp-%ld", a.out, (long)getpid());
-    if (!tmp || !(w.f = fopen(tmp, "w"))) {
-      cli_error("predict: cannot write %s: %s", tmp ? tmp : a.out,
-                strerror(errno));
-      free(tmp);
-      lk_run_free(run);
-      return EXIT_USAGE;
-    }
+  lk_output *o;
+  if (lk_output_open(a.out ? a.out : "-", NULL, &o) != 0) {
+    cli_error("predict: %s", lk_last_error());
+    lk_run_free(run);
+    return EXIT_USAGE;
   }
+  writer w = {.f = lk_output_stream(o),
+              .name =
+                  a.out && strcmp(a.out, "-") ? a.out : "the standard output"};
   int status = predict(run, &w, a.config);
-  if (fflush(w.f) != 0 || ferror(w.f)) {
-    if (status == 0)
-      cli_error("predict: cannot write %s: %s", a.out ? tmp : "the output",
-                strerror(errno));
-    status = status ? status : EXIT_FAILED;
+  if (lk_output_close(o, status == 0) != 0 && status == 0) {
+    cli_error("predict: %s", lk_last_error());
+    status = EXIT_FAILED;
   }
-  if (a.out) {
-    if (fclose(w.f) != 0 && status == 0) {
-      cli_error("predict: cannot write %s: %s", tmp, strerror(errno));
-      status = EXIT_FAILED;
-    }
-    if (status == 0 && rename(tmp, a.out) != 0) {
-      cli_error("predict: cannot rename %s to %s: %s", tmp, a.out,
-                strerror(errno));
-      status = EXIT_FAILED;
-    }
-    if (status != 0)
-      unlink(tmp);
-  }
-  free(tmp);
   free(w.p);
   lk_run_free(run);
   return status;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "loop.h"
+#include "outfile.h"
 
 #define LOCK_NAME ".lock"
 
@@ -226,7 +227,7 @@ static void remove_leftovers(const char *dir, bool checkpoints) {
   DIR *d = opendir(dir);
   struct dirent *e;
   while (d && (e = readdir(d)))
-    if (strstr(e->d_name, ".tmp-") ||
+    if (lk__output_is_temp(e->d_name) ||
         (checkpoints && !strcmp(e->d_name, "last.ckpt.link"))) {
       char *path = lk__asprintf("%s/%s", dir, e->d_name);
       if (path)
@@ -290,32 +291,21 @@ static int seed_metrics(const char *path, const char *src, uint64_t rows,
   FILE *in = fopen(src, "r");
   if (!in)
     return 0;
-  char *tmp = lk__asprintf("%s.tmp-%ld", path, (long)getpid());
-  FILE *out = tmp ? fopen(tmp, "w") : NULL;
-  int rc = tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
-  if (rc == 0 && !out)
-    rc = lk__err(LK_EIO, "cannot create %s: %s", tmp, strerror(errno));
+  lk_output *o = NULL;
+  int rc = lk_output_open(path, "metrics", &o);
+  FILE *out = lk_output_stream(o);
   uint64_t lines = 0;
   int c = 0;
   while (rc == 0 && lines < rows + 1 && (c = getc(in)) != EOF) {
     if (putc(c, out) == EOF)
-      rc = lk__err(LK_EIO, "cannot write %s", tmp);
+      rc = lk__err(LK_EIO, "cannot write %s: %s", path, strerror(errno));
     lines += c == '\n';
   }
   fclose(in);
-  if (out && fclose(out) != 0 && rc == 0)
-    rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
-  if (rc == 0 && lines == rows + 1) {
-    if (rename(tmp, path) != 0)
-      rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
-                   strerror(errno));
-    else
-      *seeded = true;
-  }
-  if (tmp)
-    unlink(tmp);
-  free(tmp);
-  return rc;
+  bool whole = rc == 0 && lines == rows + 1;
+  int closed = lk_output_close(o, whole);
+  *seeded = whole && closed == 0;
+  return rc ? rc : closed;
 }
 
 static int open_metrics(lk_run *run, const char *src) {
@@ -362,17 +352,14 @@ static int check_checkpoints_dir(const char *dir) {
   if (rc == 0 && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
     rc = lk__err(LK_EIO, "%s is not a directory: checkpoints cannot be written",
                  dir);
-  char *probe = rc == 0 ? lk__asprintf("%s/probe.tmp-XXXXXX", dir) : NULL;
+  /* A file begun and dropped: its temporary file is made and removed. */
+  char *probe = rc == 0 ? lk__asprintf("%s/probe", dir) : NULL;
   if (rc == 0 && !probe)
     rc = lk__err(LK_ENOMEM, "out of memory");
-  int fd = rc == 0 ? mkstemp(probe) : -1;
-  if (rc == 0 && fd < 0)
-    rc = lk__err(LK_EIO, "cannot write checkpoints in %s: %s", dir,
-                 strerror(errno));
-  if (fd >= 0) {
-    close(fd);
-    unlink(probe);
-  }
+  lk_output *o = NULL;
+  if (rc == 0 && (rc = lk_output_open(probe, NULL, &o)) != 0)
+    rc = lk__err_prefix(rc, "cannot write checkpoints in %s", dir);
+  lk_output_close(o, false);
   free(probe);
   return rc;
 }
@@ -445,33 +432,22 @@ static bool same_body(const char *old, size_t old_len, const char *text,
   return same && !*t;
 }
 
-/* Writes TEXT and TAIL to DIR/config.ini through a temporary file; synced
- * when it replaces one (a crash then leaves the old or the new whole). */
+/* Writes TEXT and TAIL to DIR/config.ini, replaced whole (a crash leaves
+ * the old or the new). */
 static int replace_config(const char *dir, const char *text, size_t len,
-                          const char *tail, bool durable) {
+                          const char *tail) {
   char *path = lk__asprintf("%s/config.ini", dir);
-  char *tmp = lk__asprintf("%s/config.ini.tmp-%ld", dir, (long)getpid());
-  int rc = path && tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
-  FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
-  if (rc == 0 && !f)
-    rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
-  if (f) {
+  if (!path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  lk_output *o;
+  int rc = lk_output_open(path, "config", &o);
+  if (rc == 0) {
+    FILE *f = lk_output_stream(o);
     fwrite(text, 1, len, f);
     fputs(tail, f);
-    if (fflush(f) != 0 || ferror(f) || (durable && fsync(fileno(f)) != 0))
-      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == 0)
-      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    rc = lk_output_close(o, true); /* which checks the stream's errors */
   }
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
-                 strerror(errno));
-  if (rc == 0 && durable)
-    rc = lk__sync_dir(path);
-  if (rc != 0 && tmp)
-    unlink(tmp);
   free(path);
-  free(tmp);
   return rc;
 }
 
@@ -488,7 +464,7 @@ static int write_config(lk_run *run, const lk_config *src) {
   if (rc == 0 && run->resumed && !tail)
     rc = lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
-    rc = replace_config(run->rd.dir, text, len, tail ? tail : "", false);
+    rc = replace_config(run->rd.dir, text, len, tail ? tail : "");
   free(text);
   free(line);
   free(tail);
@@ -531,7 +507,7 @@ static int update_config(lk_run *run, const lk_config *src) {
       rc = lk__err(LK_ENOMEM, "out of memory");
   }
   if (rc == 0 && !keep)
-    rc = replace_config(dir, text, len, hist, true);
+    rc = replace_config(dir, text, len, hist);
   free(path);
   free(text);
   free(old);
@@ -540,12 +516,40 @@ static int update_config(lk_run *run, const lk_config *src) {
   return rc;
 }
 
+/* --out DIR is a directory, or nothing yet (it is made, with its parents).
+ * As for every file loopkit writes, the path named is never a link (those
+ * above it are followed): a link to a directory, another user's in /tmp,
+ * would have the run's files written wherever it points. */
+static int check_out_dir(const char *dir) {
+  struct stat st;
+  if (!strcmp(dir, "-"))
+    return lk__err(LK_ECONFIG, "--out -: a run directory is a directory, not "
+                               "the standard output");
+  if (lstat(dir, &st) != 0 || S_ISDIR(st.st_mode))
+    return 0; /* missing: made; unreachable: mkdir says why */
+  if (S_ISLNK(st.st_mode)) {
+    char to[512];
+    ssize_t n = readlink(dir, to, sizeof to - 1);
+    to[n > 0 ? (size_t)n : 0] = '\0';
+    return lk__err(LK_ECONFIG,
+                   "--out %s is a symbolic link (to %s): loopkit never writes "
+                   "through a link; name the directory itself",
+                   dir, n > 0 ? to : "?");
+  }
+  return lk__err(LK_ECONFIG,
+                 "--out %s is %s, not a directory: refusing to write a run "
+                 "there",
+                 dir, lk__file_type(st.st_mode));
+}
+
 int lk__rundir_open(lk_run *run, const lk_config *cfg,
                     const struct stat *ck_st) {
   lk__rundir *rd = &run->rd;
   const char *config_path = lk__config_path(cfg);
   char *src = NULL;
-  int rc = 0;
+  int rc = run->opts.out_dir ? check_out_dir(run->opts.out_dir) : 0;
+  if (rc != 0)
+    return rc;
   if (run->resumed)
     rc = plan(run, config_path, ck_st, &src);
   else if (run->opts.out_dir)
@@ -696,20 +700,14 @@ static int save(lk_run *run) {
   char *step =
       lk__asprintf("%s/step-%llu.ckpt", rd->ckpt_dir,
                    (unsigned long long)run->state.progress.global_step);
-  char *link_tmp = lk__asprintf("%s/last.ckpt.link", rd->ckpt_dir);
-  int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  int rc = step ? 0 : lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
     rc = write_to(run, step);
-  if (rc == 0) {
-    unlink(link_tmp);
-    if (link(step, link_tmp) != 0 || rename(link_tmp, rd->last_ckpt) != 0)
-      rc = lk__err(LK_EIO, "cannot make %s the last checkpoint: %s", step,
-                   strerror(errno));
-  }
+  if (rc == 0)
+    rc = lk__output_link(step, rd->last_ckpt);
   if (rc == 0)
     rc = prune(run);
   free(step);
-  free(link_tmp);
   return rc;
 }
 
@@ -736,7 +734,7 @@ int lk__rundir_request(lk_run *run, const char *who, const char *dir,
   lk__rundir *rd = &run->rd;
   if (!file || !*file || strchr(file, '/') || !strcmp(file, ".") ||
       !strcmp(file, "..") || !strcmp(file, "last.ckpt") ||
-      !strcmp(file, "last.ckpt.link") || strstr(file, ".tmp-"))
+      !strcmp(file, "last.ckpt.link") || lk__output_is_temp(file))
     return lk__err(LK_EINVAL,
                    "plugin %s: checkpoint name \"%s\" is not a plain file "
                    "name other than last.ckpt",

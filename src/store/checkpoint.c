@@ -273,8 +273,6 @@ static void emit_list(writer *w, lk_tensor *const *list, size_t n,
   }
 }
 
-/* Writes the whole checkpoint to FD (the temporary file TMP) and syncs it.
- * Always closes FD. */
 static uint64_t f64_bits(double v) {
   uint64_t b;
   memcpy(&b, &v, sizeof b);
@@ -317,24 +315,11 @@ static void emit_loop(writer *w, const lk__loop_state *st) {
   }
 }
 
-/* Writes the whole checkpoint to FD (the temporary file TMP) and syncs it.
- * Always closes FD. */
-static int write_file(int fd, const char *tmp, uint64_t len,
+/* Writes the whole checkpoint to F (PATH's, from lk_output_open). */
+static int write_file(FILE *f, const char *path, uint64_t len,
                       const lk__loop_state *state, const lk_rng *rng,
                       lk_tensor *const *params, size_t n_params,
-                      lk_tensor *const *states, size_t n_states, mode_t mode) {
-  /* mkstemp makes the file 0600; a checkpoint is an ordinary output. */
-  if (fchmod(fd, mode) != 0) {
-    int e = errno;
-    close(fd);
-    return lk__err(LK_EIO, "cannot chmod %s: %s", tmp, strerror(e));
-  }
-  FILE *f = fdopen(fd, "wb");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    return lk__err(LK_EIO, "cannot open %s: %s", tmp, strerror(e));
-  }
+                      lk_tensor *const *states, size_t n_states) {
   writer w = {f, 0, 0, 0};
   const lk__progress *progress = &state->progress;
   unsigned char h[ENVELOPE_LEN + HEADER_LEN];
@@ -358,18 +343,12 @@ static int write_file(int fd, const char *tmp, uint64_t len,
   put32(crc, w.crc);
   emit(&w, crc, sizeof crc);
 
-  int e = w.err;
-  if (!e && fflush(f) != 0)
-    e = errno;
-  if (!e && fsync(fd) != 0)
-    e = errno;
-  if (fclose(f) != 0 && !e)
-    e = errno;
-  if (e)
-    return lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(e));
+  if (w.err)
+    return lk__err(LK_EIO, "cannot write checkpoint %s: %s", path,
+                   strerror(w.err));
   if (w.written != len) /* record_len and the emitters disagree: a bug */
     return lk__err(LK_EIO, "%s: wrote %" PRIu64 " bytes, expected %" PRIu64,
-                   tmp, w.written, len);
+                   path, w.written, len);
   return 0;
 }
 
@@ -402,29 +381,13 @@ int lk__ckpt_write(const char *path, const lk__loop_state *state,
   if (rc != 0)
     return rc;
 
-  struct stat st;
-  mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0644;
-  char *tmp = lk__asprintf("%s.tmp-XXXXXX", path);
-  if (!tmp)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    rc = lk__err(LK_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    free(tmp);
+  lk_output *out;
+  if ((rc = lk_output_open(path, "checkpoint", &out)) != 0)
     return rc;
-  }
-  rc = write_file(fd, tmp, len, state, rng, params, n_params, states, n_states,
-                  mode);
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
-                 strerror(errno));
-  if (rc != 0) {
-    unlink(tmp);
-    free(tmp);
-    return rc;
-  }
-  free(tmp);
-  return lk__sync_dir(path);
+  rc = write_file(lk_output_stream(out), path, len, state, rng, params,
+                  n_params, states, n_states);
+  int closed = lk_output_close(out, rc == 0);
+  return rc ? rc : closed;
 }
 
 /* ---- reading ------------------------------------------------------------ */

@@ -26,9 +26,9 @@ int lk_checkpoint_export(const char *ckpt, const char *path,
   if (rc != 0)
     return rc;
   /* The same file by another name too: a rename over it would lose the
-   * checkpoint. */
-  if (stat(path, &out) == 0 && out.st_dev == in.st_dev &&
-      out.st_ino == in.st_ino) {
+   * checkpoint. ("-" is the standard output, whatever file has that name.) */
+  if (strcmp(path, "-") != 0 && stat(path, &out) == 0 &&
+      out.st_dev == in.st_dev && out.st_ino == in.st_ino) {
     lk__ckpt_free(ck);
     return lk__err(LK_EINVAL,
                    "%s is the checkpoint %s: refusing to overwrite it", path,

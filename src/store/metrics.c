@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "outfile.h"
 
 #define MAX_COLUMNS 128
 
@@ -45,16 +46,23 @@ static int read_header(lk__metrics *m, FILE *f) {
 
 /* Rewrites the file with the current header: rows are padded with empty
  * cells from column PAD_FROM to the current width, and only the first KEEP
- * rows are kept (all when KEEP < 0). The file is replaced by a rename, so a
- * crash leaves the old one or the new one. */
+ * rows are kept (all when KEEP < 0). The file is replaced whole
+ * (lk_output_open), so a crash leaves the old one or the new one. */
 static int rewrite(lk__metrics *m, size_t pad_from, int64_t keep) {
   if (m->f)
     fclose(m->f);
   m->f = NULL;
-  char *tmp = lk__asprintf("%s.tmp-%ld", m->path, (long)getpid());
   FILE *in = fopen(m->path, "r");
-  FILE *out = tmp ? fopen(tmp, "w") : NULL;
-  int rc = in && out ? write_header(m, out) : LK_EIO;
+  if (!in)
+    return lk__err(LK_EIO, "cannot read %s: %s", m->path, strerror(errno));
+  lk_output *o;
+  int rc = lk_output_open(m->path, "metrics", &o);
+  if (rc != 0) {
+    fclose(in);
+    return rc;
+  }
+  FILE *out = lk_output_stream(o);
+  rc = write_header(m, out);
   char line[65536];
   uint64_t rows = 0;
   if (rc == 0 && fgets(line, sizeof line, in)) { /* skip the old header */
@@ -68,23 +76,14 @@ static int rewrite(lk__metrics *m, size_t pad_from, int64_t keep) {
       rows++;
     }
   }
-  if (in)
-    fclose(in);
-  if (out && (fflush(out) != 0 || fsync(fileno(out)) != 0))
-    rc = LK_EIO;
-  if (out && fclose(out) != 0)
-    rc = LK_EIO;
-  if (rc == 0 && rename(tmp, m->path) != 0)
-    rc = LK_EIO;
-  if (rc != 0 && tmp)
-    remove(tmp);
-  free(tmp);
+  fclose(in);
+  int closed = lk_output_close(o, rc == 0);
   if (rc != 0)
     return lk__err(LK_EIO, "cannot rewrite %s", m->path);
+  if (closed != 0)
+    return closed;
   m->rows = rows;
-  if (!(m->f = fopen(m->path, "a")))
-    return lk__err(LK_EIO, "cannot open %s: %s", m->path, strerror(errno));
-  return 0;
+  return lk__output_append(m->path, "metrics", &m->f);
 }
 
 /* Lines from F's position (after the header) to its end. */
@@ -104,7 +103,13 @@ int lk__metrics_open(const char *path, int64_t keep, lk__metrics **out) {
     free(m);
     return lk__err(LK_ENOMEM, "out of memory");
   }
-  int rc = 0;
+  /* Not followed through a link, nor read from a FIFO that would never
+   * end: what lk__output_append refuses to write, refused first. */
+  int rc = lk__output_check_file(path, "metrics");
+  if (rc != 0) {
+    lk__metrics_close(m);
+    return rc;
+  }
   FILE *old = fopen(path, "r");
   bool have_header = false;
   if (old) {
@@ -124,8 +129,8 @@ int lk__metrics_open(const char *path, int64_t keep, lk__metrics **out) {
                  path, (unsigned long long)m->rows, (long long)keep);
   if (rc >= 0 && have_header && keep >= 0 && m->rows != (uint64_t)keep)
     rc = rewrite(m, m->n_cols, keep);
-  if (rc >= 0 && !m->f && !(m->f = fopen(path, "a")))
-    rc = lk__err(LK_EIO, "cannot open %s: %s", path, strerror(errno));
+  if (rc >= 0 && !m->f)
+    rc = lk__output_append(path, "metrics", &m->f);
   if (rc >= 0 && !have_header && write_header(m, m->f) != 0)
     rc = lk__err(LK_EIO, "cannot write %s", path);
   if (rc < 0) {

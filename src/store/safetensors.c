@@ -1046,38 +1046,12 @@ int lk__st_write(const char *path, const lk__st_item *items, size_t n,
                  const lk__st_meta *meta, size_t n_meta) {
   if (!path)
     return lk__err(LK_EINVAL, "lk__st_write: NULL path");
-  char *tmp = lk__asprintf("%s.tmp-XXXXXX", path);
-  if (!tmp)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int rc = lk__err(LK_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    free(tmp);
-    return rc;
-  }
-  /* mkstemp makes it 0600; an export is an ordinary output. */
-  int rc = 0;
-  FILE *f = NULL;
-  if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
-    rc = lk__err(LK_EIO, "cannot open %s: %s", tmp, strerror(errno));
-    close(fd);
-  } else {
-    rc = lk__st_write_stream(f, path, items, n, meta, n_meta);
-    int e = 0;
-    if (rc == 0 && fflush(f) != 0)
-      e = errno;
-    if (rc == 0 && !e && fsync(fd) != 0)
-      e = errno;
-    if (fclose(f) != 0 && rc == 0 && !e)
-      e = errno;
-    if (rc == 0 && e)
-      rc = lk__err(LK_EIO, "cannot write %s: %s", tmp, strerror(e));
-  }
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = lk__err(LK_EIO, "cannot rename %s to %s: %s", tmp, path,
-                 strerror(errno));
-  if (rc != 0)
-    unlink(tmp);
-  free(tmp);
-  return rc == 0 ? lk__sync_dir(path) : rc;
+  lk_output *out;
+  int rc = lk_output_open(path, NULL, &out);
+  if (rc == 0)
+    rc = lk__st_write_stream(lk_output_stream(out),
+                             strcmp(path, "-") ? path : "the standard output",
+                             items, n, meta, n_meta);
+  int closed = lk_output_close(out, rc == 0);
+  return rc ? rc : closed;
 }

@@ -112,8 +112,9 @@ typedef struct lk__st_item {
 int lk__st_write_stream(FILE *f, const char *name, const lk__st_item *items,
                         size_t n, const lk__st_meta *meta, size_t n_meta);
 
-/* The same into PATH, atomically: a temporary file beside it, fsync,
- * rename, directory fsync. PATH is untouched on failure. */
+/* The same into PATH, through lk_output_open (outfile.c): "-" is the
+ * standard output, a device or a FIFO is written through, a regular file
+ * is replaced atomically and is untouched on failure. */
 int lk__st_write(const char *path, const lk__st_item *items, size_t n,
                  const lk__st_meta *meta, size_t n_meta);
 

@@ -147,7 +147,7 @@ bad=
 for page in "$M3"/*.3; do
   name=$(basename "$page" .3)
   awk -v n="$name" 'NR == 3 && index($0, n " \\- ") == 1 { ok = 1 } END { exit !ok }' "$page" || bad="$bad $name(NAME)"
-  grep -q "^[a-z_ ].*$name(" "$page" || bad="$bad $name(SYNOPSIS)"
+  grep -q "^[A-Za-z_ ].*$name(" "$page" || bad="$bad $name(SYNOPSIS)"
   grep -q '^\.SH DESCRIPTION$' "$page" || bad="$bad $name(DESCRIPTION)"
 done
 check "man3: each page has NAME, the declaration and a description${bad:+:$bad}" test -z "$bad"

@@ -313,8 +313,8 @@ expect 2 "unexpected \"--bogus\"; usage" "an unknown option: usage" -- plot "$T/
 expect 2 "unexpected \"--metricsx\"; usage" "an option that only starts like --metrics" -- plot "$T/data" --metricsx
 expect 2 "-o needs a file name" "-o without a file" -- plot "$T/data" -o
 expect 0 "^usage: loopkit plot RUN_DIR \[-o FILE\] \[--metrics NAME,...\] \[--log\] \[--list\]" "plot --help" -- plot --help
-expect 1 "cannot write $T/nowhere/c.png: No such file or directory" \
-  "an output directory that does not exist: status 1, the file named" \
+expect 2 "cannot create $T/nowhere/c.png: No such file or directory" \
+  "an output directory that does not exist: status 2 (nothing drawn), the file named" \
   -- plot "$T/data" -o "$T/nowhere/c.png"
 
 # A write that fails half way (the file size limit, without its signal)

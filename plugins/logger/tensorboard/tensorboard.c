@@ -333,7 +333,8 @@ static int continue_file(tb *t, const char *dir) {
   }
   free(t->path);
   t->path = path;
-  t->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  /* Never cut through a link (what it points to is not this run's). */
+  t->fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
   if (t->fd < 0 || ftruncate(t->fd, (off_t)offset) != 0)
     return lk_fail(t->host, LK_EIO, "cannot cut %s back to %llu bytes: %s",
                    path, (unsigned long long)offset, strerror(errno));
