@@ -12,15 +12,6 @@
 
 #include "run_private.h"
 
-int lk_fail(lk_host *host, int code, const char *fmt, ...) {
-  (void)host;
-  va_list ap;
-  va_start(ap, fmt);
-  lk__verr(code < 0 ? code : LK_EPLUGIN, fmt, ap);
-  va_end(ap);
-  return code < 0 ? code : LK_EPLUGIN;
-}
-
 int lk_result_metric(lk_step_result *result, const char *name, double value) {
   if (result->n_metrics >= LK_MAX_METRICS)
     return lk__err(LK_EINVAL, "more than %d metrics in one step result",
