@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loopkit/nn.h"
 #include "run_private.h"
 
 int lk_result_metric(lk_step_result *result, const char *name, double value) {
@@ -119,16 +120,21 @@ int lk_host_threads(lk_host *host) {
   return host->env->threads > 0 ? host->env->threads : 1;
 }
 
+/* [loop] threads, checked already to be at most LK_NN_MAX_THREADS: the
+ * layer kit's contexts take no more, and a plugin passes
+ * lk_host_threads to lk_nn_create. One per CPU stops there too. */
 int lk__threads_resolve(int64_t threads) {
   if (threads > 0)
-    return threads > 4096 ? 4096 : (int)threads;
+    return threads > LK_NN_MAX_THREADS ? LK_NN_MAX_THREADS : (int)threads;
   /* The CPUs this process may run on, not those the machine has: taskset
    * and containers give fewer. */
+  long n = 0;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
+    n = CPU_COUNT(&set);
+  else
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > LK_NN_MAX_THREADS ? LK_NN_MAX_THREADS : (int)n;
 }
 
 /* ---- the data --------------------------------------------------------------

@@ -4,8 +4,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "loopkit/nn.h"
 #include "run_private.h"
 
+#define STRING_(x) #x
+#define STRING(x) STRING_(x)
+#define MAX_THREADS STRING(LK_NN_MAX_THREADS) /* "256", for the help */
 /* X(KEY, FIELD, TYPE, DEFAULT, MIN, HELP, CHOICES): MIN is the smallest
  * value an integer key takes. */
 #define LOOP_KEYS(X)                                                           \
@@ -44,8 +48,8 @@
   X(log_every_n_steps, log_every, LK_OPT_INT, "50", 1,                         \
     "a progress line every N steps when stderr is not a terminal", NULL)       \
   X(threads, threads, LK_OPT_INT, "0", 0,                                      \
-    "threads a plugin's kernels use (lk_host_threads); 0: one per CPU the "    \
-    "process may run on",                                                      \
+    "threads a plugin's kernels use (lk_host_threads), at most " MAX_THREADS   \
+    "; 0: one per CPU the process may run on (at most " MAX_THREADS ")",       \
     NULL)                                                                      \
   X(test_ckpt, test_ckpt, LK_OPT_ENUM, "last", 0,                              \
     "the parameters the test at the end of training runs on: last, the "       \
@@ -162,6 +166,13 @@ int lk__loop_config_parse(const lk_config *cfg, lk__loop_config *l) {
     rc = loop_value(cfg, k, l);
   if (rc != 0)
     return rc;
+  if (l->threads > LK_NN_MAX_THREADS)
+    return lk__err(LK_ECONFIG,
+                   "%s: loop.threads = %lld: expected 0 (one per CPU the "
+                   "process may run on) to %d, the most the layer kit's "
+                   "threads take",
+                   where_of(cfg, "threads"), (long long)l->threads,
+                   LK_NN_MAX_THREADS);
   if (l->manual && l->accumulate != 1)
     return lk__err(LK_ECONFIG,
                    "%s: accumulate_grad_batches = %lld with "

@@ -13,7 +13,7 @@
 #include "../internal.h"
 #include "loopkit/nn.h"
 
-#define NN_MAX_THREADS 256
+#define NN_MAX_THREADS LK_NN_MAX_THREADS
 
 /* One piece of a parallel job: TASK of the job's tasks, run by THREAD
  * (0 = the caller), which indexes the per-thread scratch. */
