@@ -7,9 +7,7 @@
 #include "loopkit/nn.h"
 #include "run_private.h"
 
-#define STRING_(x) #x
-#define STRING(x) STRING_(x)
-#define MAX_THREADS STRING(LK_NN_MAX_THREADS) /* "256", for the help */
+#define MAX_THREADS LK__STRING(LK_NN_MAX_THREADS) /* "256", for the help */
 /* X(KEY, FIELD, TYPE, DEFAULT, MIN, HELP, CHOICES): MIN is the smallest
  * value an integer key takes. */
 #define LOOP_KEYS(X)                                                           \
