@@ -213,6 +213,16 @@ LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss);
  * like, for a model's create (data is created first). LK_ENOTFOUND when
  * there is no data plugin or it does not say. */
 LK_API int lk_host_data_shape(lk_host *host, lk_sample_shape *out);
+/* Since ABI 1.6: the most samples a training batch of the run's data
+ * plugin holds, as its integer option batch_size says (torch's
+ * DataLoader's name, which every bundled data plugin declares; a split
+ * smaller than it gives smaller batches), so that a model's create can
+ * refuse batches it cannot take, before anything is trained. *WHERE, if
+ * WHERE is not NULL, gets where the value comes from ("FILE:LINE", "--set
+ * SECTION.batch_size=N" or "default"), for messages. LK_ENOTFOUND when
+ * there is no data plugin or it declares no integer batch_size. */
+LK_API int lk_host_data_batch_size(lk_host *host, size_t *out,
+                                   const char **where);
 
 /* Since ABI 1.4: opens PATH for reading into *FD, refusing anything but a
  * regular file (a FIFO would block the run forever, /dev/zero never ends).
