@@ -8,7 +8,8 @@
 # softmax (which multiplied the shape themselves: four dimensions of 2^24
 # made "0 features"); sequential's layer messages that quote the kit's
 # were garbled (lk_fail formatting into the buffer it read); a parameter
-# of 2^64 - 8 bytes was given a block of 64. Each is now a config error
+# of 2^64 - 8 bytes was given a block of 64, lstsq's A of 2^65 bytes one
+# of malloc(0). Each is now a config error
 # (exit 2, nothing made) naming the layer or the data plugin and the
 # shape.
 # The declared test plugin says any shape and holds no samples.
@@ -126,6 +127,21 @@ refused "a parameter of 2^64 - 8 bytes: out of memory, not 64 bytes" \
 refused "... and of 2^64 bytes: its shape named" \
   'plugin linreg: parameter "weight" of shape \[2305843009213693952\]: more bytes than memory can address' \
   -- "$T/big.ini" --set linreg.features=2305843009213693952
+
+# lstsq's A [m, n] of doubles: 2 x 2^61 x 8 bytes wrapped to 0, and
+# 52dddba filled a block of malloc(0) with 2^62 values.
+config lstsq <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = lstsq
+optimizer = sgd
+[sgd]
+lr = 0.1
+INI
+refused "lstsq's A of 2^65 bytes: refused, naming m and n" \
+  'plugin lstsq .*failed to start: m = 2 and n = 2305843009213693952: A \[m, n\] holds more bytes than a size_t counts' \
+  -- "$T/lstsq.ini" --set lstsq.m=2 --set lstsq.n=2305843009213693952
 
 # ---- a layer's message quoting the kit's, whole ------------------------
 # conv2d(65536, 1) on [65536, 1, 1]: the weight's 2^32 values are too
