@@ -46,13 +46,16 @@ static void destroy(void *self) {
 static int data_inputs(lk_host *host, size_t inputs, size_t *out) {
   lk_sample_shape s;
   *out = inputs;
-  if (lk_host_data_shape(host, &s) != 0)
-    return 0; /* no data plugin, or it does not say: check_batch will */
-  size_t features = 1, targets = 1;
-  for (size_t i = 0; i < s.x_ndim; i++)
-    features *= s.x_shape[i];
-  for (size_t i = 0; i < s.y_ndim; i++)
-    targets *= s.y_shape[i];
+  int rc = lk_host_data_shape(host, &s);
+  if (rc == LK_ENOTFOUND)
+    return 0;  /* no data plugin, or it does not say: check_batch will */
+  if (rc != 0) /* an impossible shape: the host's message names it */
+    return lk_fail(host, LK_ECONFIG, "the data's sample shape: %s",
+                   lk_last_error());
+  size_t features, targets; /* products that cannot wrap */
+  if (!lk_shape_numel(s.x_shape, s.x_ndim, &features) ||
+      !lk_shape_numel(s.y_shape, s.y_ndim, &targets))
+    return lk_fail(host, LK_ECONFIG, "the data's samples are too large");
   if (s.n_classes > 0 || s.y_dtype == 0 || targets != 1)
     return lk_fail(host, LK_ECONFIG,
                    "needs one real target per sample, and the data's "

@@ -29,6 +29,7 @@
  * tolerance is printed (LK_NN_VERBOSE=1 prints it per comparison). A
  * wrong kernel is off by far more: wrong_layers_fail shows plausible
  * mistakes failing, down to one value off by 2e-5. */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1808,6 +1809,111 @@ static void errors(void **state) {
   lk_nn_free(nn);
 }
 
+/* Sizes whose products wrap (in int, long long or size_t) are refused by
+ * the shape functions and the layers, naming the sizes, where they were
+ * accepted with a wrapped size (a kernel of 2^64 values as 0, a flatten
+ * of four 2^24 dimensions as 0) or went on to index past their arrays.
+ * Every product goes through lk_size_mul, checked here first. */
+static void overflowing_shapes(void **state) {
+  (void)state;
+  size_t p = 7;
+  assert_true(lk_size_mul(SIZE_MAX, 1, &p) && p == SIZE_MAX);
+  assert_true(lk_size_mul(0, SIZE_MAX, &p) && p == 0);
+  assert_true(lk_size_mul((size_t)1 << 31, (size_t)1 << 31, &p) &&
+              p == (size_t)1 << 62);
+  p = 7;
+  assert_false(lk_size_mul(SIZE_MAX, 2, &p));
+  assert_false(lk_size_mul((size_t)1 << 32, (size_t)1 << 32, &p));
+  assert_int_equal(p, 7); /* left as it was */
+  size_t s2[2] = {65536, 65536},
+         s4[4] = {1u << 24, 1u << 24, 1u << 24, 1u << 24};
+  assert_true(lk_shape_numel(s2, 2, &p) && p == (size_t)1 << 32);
+  assert_false(lk_shape_numel(s4, 4, &p));
+  assert_true(lk_shape_numel(s4, 0, &p) && p == 1);
+
+  lk_nn *nn = open_nn(1, 0);
+  float buf[64] = {0}, out[64] = {0};
+  int oh = -1, ow = -1;
+  /* a kernel of C KH KW = 2^64 values: 0 in a long long */
+  lk_nn_conv2d kernel = {.n = 1,
+                         .c = 1 << 21,
+                         .h = 1 << 22,
+                         .w = 1 << 22,
+                         .oc = 1,
+                         .kh = 1 << 21,
+                         .kw = 1 << 22};
+  expect_error(lk_nn_conv2d_size(&kernel, &oh, &ow), LK_EINVAL, "conv2d",
+               "[1, 2097152, 4194304, 4194304]",
+               "[1, 2097152, 2097152, 4194304]", "too large", NULL);
+  assert_int_equal(oh, -1);
+  /* an input of 2^31 x 2^29 x 2^31 x 2^31 values, one output pixel */
+  lk_nn_conv2d input = {.n = INT_MAX,
+                        .c = 1 << 29,
+                        .h = INT_MAX,
+                        .w = INT_MAX,
+                        .oc = 1,
+                        .kh = 1,
+                        .kw = 1,
+                        .stride_h = INT_MAX,
+                        .stride_w = INT_MAX};
+  expect_error(lk_nn_conv2d_size(&input, &oh, &ow), LK_EINVAL, "conv2d",
+               "more bytes than a size_t counts", NULL);
+  expect_error(lk_nn_conv2d_forward(nn, &input, out, buf, buf, NULL), LK_EINVAL,
+               "conv2d", "more bytes than a size_t counts", NULL);
+  /* a window of 2^32 values (avgpool's divisor, an int) */
+  lk_nn_pool2d window = {.n = 1,
+                         .c = 1,
+                         .h = 1,
+                         .w = 1,
+                         .kh = 65536,
+                         .kw = 65536,
+                         .pad_h = 32768,
+                         .pad_w = 32768};
+  expect_error(lk_nn_pool2d_size(&window, &oh, &ow), LK_EINVAL, "pool2d",
+               "window 65536 x 65536", "more values than an int counts", NULL);
+  expect_error(lk_nn_avgpool2d_forward(nn, &window, out, buf), LK_EINVAL,
+               "avgpool2d", "window 65536 x 65536", NULL);
+  /* H + 2 pad past INT_MAX: the output's height in int */
+  lk_nn_pool2d padded = {.n = 1,
+                         .c = 1,
+                         .h = INT_MAX / 4,
+                         .w = 1,
+                         .kh = INT_MAX,
+                         .kw = 1,
+                         .pad_h = (1 << 30) - 1};
+  expect_error(lk_nn_pool2d_size(&padded, &oh, &ow), LK_EINVAL, "pool2d",
+               "[1, 1, 536870911, 1]", "int32", NULL);
+  assert_int_equal(oh, -1);
+  /* planes of a batch of 2^31 x 2^31 */
+  lk_nn_pool2d planes = {
+      .n = INT_MAX, .c = INT_MAX, .h = 2, .w = 2, .kh = 2, .kw = 2};
+  expect_error(lk_nn_maxpool2d_forward(nn, &planes, out, (int32_t *)buf, buf),
+               LK_EINVAL, "maxpool2d", "more bytes than a size_t counts", NULL);
+  /* flatten: 2^32 does not fit an int; four 2^24 wrap a long long to 0 */
+  int big2[2] = {65536, 65536}, big4[4] = {1 << 24, 1 << 24, 1 << 24, 1 << 24};
+  int fo[4] = {-1, -1, -1, -1}, fn = -1;
+  expect_error(lk_nn_flatten(big2, 2, 0, 1, fo, &fn), LK_EINVAL, "flatten",
+               "make 4294967296, more than an int holds", NULL);
+  expect_error(lk_nn_flatten(big4, 4, 0, -1, fo, &fn), LK_EINVAL, "flatten",
+               "more than an int holds", NULL);
+  expect_error(lk_nn_flatten(big4, 4, 1, 3, fo, &fn), LK_EINVAL, "flatten",
+               "dimensions 1 to 3", NULL);
+  assert_int_equal(fn, -1);
+  assert_int_equal(fo[0], -1);
+  /* attention: att [B, NH, T, T] of 2^31 x 2^13 x 2^30 values */
+  expect_error(
+      lk_nn_attention_forward(nn, out, buf, buf, INT_MAX, 32768, 8192, 8192),
+      LK_EINVAL, "attention", "more bytes than a size_t counts", NULL);
+  /* batch norm: N C HW = 2^63 values */
+  expect_error(lk_nn_batchnorm_forward(nn, out, buf, buf, buf, NULL, NULL, NULL,
+                                       NULL, 1 << 21, 1 << 21, 1 << 21, true,
+                                       0.1f, 1e-5f),
+               LK_EINVAL, "batchnorm", "more bytes than a size_t counts", NULL);
+  for (int i = 0; i < 64; i++)
+    assert_true(out[i] == 0);
+  lk_nn_free(nn);
+}
+
 /* A workspace over its limit is LK_ENOMEM naming the layer, and writes
  * nothing; raising the limit makes the same call work, and the workspace
  * then stays at its size. */
@@ -2034,6 +2140,7 @@ int main(void) {
       cmocka_unit_test(workspace_limit),
       cmocka_unit_test(dropout_masks),
       cmocka_unit_test(flatten_shapes),
+      cmocka_unit_test(overflowing_shapes),
       cmocka_unit_test(parallel_tasks),
   };
   return cmocka_run_group_tests_name("nn", tests, load_refs, free_refs);

@@ -113,7 +113,9 @@ LK_API lk_rng *lk_host_rng(lk_host *host);
 LK_API uint64_t lk_host_seed(lk_host *host);
 
 /* Since ABI 1.4: how many threads a plugin's kernels should use, from
- * [loop] threads (0, the default: one per CPU the process may run on).
+ * [loop] threads (0, the default: one per CPU the process may run on, at
+ * most LK_NN_MAX_THREADS of loopkit/nn.h, as many as lk_nn_create
+ * takes).
  * Always >= 1; 1 in an environment without a run (lk_optimizer_open). */
 LK_API int lk_host_threads(lk_host *host);
 /* The generator (xoshiro256**): its state set from SEED and STREAM
@@ -212,6 +214,16 @@ LK_API int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss);
  * like, for a model's create (data is created first). LK_ENOTFOUND when
  * there is no data plugin or it does not say. */
 LK_API int lk_host_data_shape(lk_host *host, lk_sample_shape *out);
+/* Since ABI 1.6: the most samples a training batch of the run's data
+ * plugin holds, as its integer option batch_size says (torch's
+ * DataLoader's name, which every bundled data plugin declares; a split
+ * smaller than it gives smaller batches), so that a model's create can
+ * refuse batches it cannot take, before anything is trained. *WHERE, if
+ * WHERE is not NULL, gets where the value comes from ("FILE:LINE", "--set
+ * SECTION.batch_size=N" or "default"), for messages. LK_ENOTFOUND when
+ * there is no data plugin or it declares no integer batch_size. */
+LK_API int lk_host_data_batch_size(lk_host *host, size_t *out,
+                                   const char **where);
 
 /* Since ABI 1.4: opens PATH for reading into *FD, refusing anything but a
  * regular file (a FIFO would block the run forever, /dev/zero never ends).

@@ -78,6 +78,9 @@ typedef struct lk_nn lk_nn;
  * LOOPKIT_GEMM=openblas or portable makes every context of the process
  * take that one instead, as the flags do. */
 LK_API int lk_nn_create(lk_nn **out, int threads, unsigned flags);
+/* The most threads a context takes (lk_nn_create's THREADS; one per CPU
+ * stops there too), and so [loop] threads' largest value. */
+#define LK_NN_MAX_THREADS 256
 LK_API void lk_nn_free(lk_nn *nn);
 LK_API int lk_nn_threads(const lk_nn *nn);
 /* Runs FN(CTX, TASK, THREAD) for every TASK in [0, NTASKS) on the

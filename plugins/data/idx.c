@@ -89,15 +89,11 @@ static int read_payload(lk_host *host, gzFile f, const char *path, size_t len,
 
 /* The payload's size from the header, or false past 1 TiB (a foreign or
  * corrupt header: three factors could overflow even 64 bits). */
-static bool payload_of(const uint32_t *dims, size_t ndim,
-                       unsigned long long *out) {
-  const unsigned long long max = 1ull << 40;
-  unsigned long long t = 1;
-  for (size_t i = 0; i < ndim; i++) {
-    if (dims[i] && t > max / dims[i])
+static bool payload_of(const uint32_t *dims, size_t ndim, size_t *out) {
+  size_t t = 1;
+  for (size_t i = 0; i < ndim; i++)
+    if (!lk_size_mul(t, dims[i], &t) || (uint64_t)t > (uint64_t)1 << 40)
       return false;
-    t *= dims[i];
-  }
   *out = t;
   return true;
 }
@@ -135,15 +131,14 @@ static int read_idx(lk_host *host, idx_file *file, uint32_t magic) {
   if (rc == 0 && ndim == 3 && (file->dims[1] == 0 || file->dims[2] == 0))
     rc = lk_fail(host, LK_EFORMAT, "%s: images of %u x %u pixels", path,
                  file->dims[1], file->dims[2]);
-  unsigned long long payload = 0;
-  if (rc == 0 &&
-      (!payload_of(file->dims, ndim, &payload) || payload > SIZE_MAX))
+  size_t payload = 0;
+  if (rc == 0 && !payload_of(file->dims, ndim, &payload))
     rc = lk_fail(host, LK_EFORMAT,
                  "%s: the header's dimensions (%u x %u x %u) are too big", path,
                  file->dims[0], ndim > 1 ? file->dims[1] : 1,
                  ndim > 2 ? file->dims[2] : 1);
   if (rc == 0)
-    rc = read_payload(host, f, path, (size_t)payload, &file->bytes, &got);
+    rc = read_payload(host, f, path, payload, &file->bytes, &got);
   unsigned long long expected = head_len + payload;
   if (rc == 0 && got < payload)
     rc = lk_fail(host, LK_EFORMAT,
@@ -180,7 +175,10 @@ static int load(data_set *d, idx_file *im, idx_file *lb, int k, size_t limit,
   if (im->dims[0] != lb->dims[0])
     return lk_fail(d->host, LK_EFORMAT, "%s has %u images but %s has %u labels",
                    im->path, im->dims[0], lb->path, lb->dims[0]);
-  size_t f = (size_t)im->dims[1] * im->dims[2];
+  size_t f = 0; /* rows x columns: the header's payload check bounds it */
+  if (!lk_size_mul(im->dims[1], im->dims[2], &f))
+    return lk_fail(d->host, LK_EFORMAT, "%s: images of %u x %u pixels",
+                   im->path, im->dims[1], im->dims[2]);
   if (k == 0) { /* one channel of rows x columns, as torchvision's */
     d->features = f;
     d->x_ndim = 3;

@@ -82,8 +82,11 @@ static int setup(text *d, const char *path, double val_split, int64_t per_epoch,
   for (size_t i = 0; i < d->len; i++)
     if (d->bytes[i] > d->max_byte)
       d->max_byte = d->bytes[i];
-  d->bx = malloc(d->B * d->T * sizeof *d->bx);
-  d->by = malloc(d->B * d->T * sizeof *d->by);
+  size_t bytes = 0; /* B, T <= 2^20 (their ranges): no wrap, but checked */
+  bool fits = lk_size_mul(d->B, d->T, &bytes) &&
+              lk_size_mul(bytes, sizeof *d->bx, &bytes);
+  d->bx = fits ? malloc(bytes) : NULL;
+  d->by = fits ? malloc(bytes) : NULL;
   if (!d->bx || !d->by)
     return lk_fail(d->host, LK_ENOMEM, "out of memory for batches of %zu x %zu",
                    d->B, d->T);

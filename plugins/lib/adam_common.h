@@ -82,9 +82,8 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
   if (rc == 0 && s->amsgrad)
     rc = optim_param_states(&s->c, "max_exp_avg_sq", s->max_exp_avg_sq);
   if (rc == 0 &&
-      lk_nn_create(&s->nn, lk_host_threads(host), LK_NN_NO_BLAS) != 0)
-    rc = lk_fail(host, LK_ENOMEM, "out of memory for %d threads",
-                 lk_host_threads(host));
+      (rc = lk_nn_create(&s->nn, lk_host_threads(host), LK_NN_NO_BLAS)) != 0)
+    rc = lk_fail(host, rc, "%s", lk_last_error());
   if (rc != 0) {
     adam_destroy(s);
     return rc;

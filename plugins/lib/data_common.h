@@ -120,11 +120,11 @@ static inline int data_new(lk_host *host, const lk_options *o, data_set **out) {
 
 /* Allocates room for N samples of file K (d->features and d->y_dtype set). */
 static inline int data_alloc(data_set *d, int k, size_t n) {
-  size_t f = d->features ? d->features : 1, m = n ? n : 1;
-  if (m > SIZE_MAX / sizeof(float) / f)
+  size_t f = d->features ? d->features : 1, m = n ? n : 1, bytes;
+  if (!lk_size_mul(m, f, &bytes) || !lk_size_mul(bytes, sizeof(float), &bytes))
     return lk_fail(d->host, LK_ENOMEM, "%zu samples of %zu features: too big",
                    n, f);
-  float *x = realloc(d->file[k].x, m * f * sizeof(float));
+  float *x = realloc(d->file[k].x, bytes);
   if (x)
     d->file[k].x = x;
   void *y = realloc(d->file[k].y, m * 4); /* int32_t and float alike */
@@ -265,12 +265,13 @@ static inline int data_setup(data_set *d, int norm) {
   size_t most = d->n[LK_SPLIT_TRAIN];
   for (int s = 1; s < 3; s++)
     most = d->n[s] > most ? d->n[s] : most;
-  size_t rows = d->batch_size < most ? d->batch_size : most;
-  if (d->features > SIZE_MAX / sizeof(float) / rows)
+  size_t rows = d->batch_size < most ? d->batch_size : most, bytes;
+  if (!lk_size_mul(rows, d->features, &bytes) ||
+      !lk_size_mul(bytes, sizeof(float), &bytes))
     return lk_fail(d->host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
                    d->features);
   d->order = malloc((n ? n : 1) * sizeof(size_t));
-  d->bx = malloc(rows * d->features * sizeof(float));
+  d->bx = malloc(bytes);
   d->by = malloc(rows * 4);
   if (!d->order || !d->bx || !d->by)
     return lk_fail(d->host, LK_ENOMEM, "out of memory");

@@ -322,6 +322,21 @@ static inline void model_dims(const size_t *shape, size_t ndim, size_t numel,
                      shape[i], i + 1 == ndim ? ")" : "");
 }
 
+/* "f32 [1, 28, 28]": the input of one sample as the data plugin declares
+ * it (lk_host_data_shape checked it). */
+static inline const char *model_sample_text(const lk_sample_shape *s, char *buf,
+                                            size_t len) {
+  const char *dt = lk_dtype_name(s->x_dtype);
+  int used = snprintf(buf, len, "%s [", dt ? dt : "?");
+  for (size_t i = 0;
+       i < s->x_ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
+    used += snprintf(buf + used, len - (size_t)used, "%s%zu", i ? ", " : "",
+                     s->x_shape[i]);
+  if (used > 0 && (size_t)used < len)
+    snprintf(buf + used, len - (size_t)used, "]");
+  return buf;
+}
+
 /* The data plugin's samples against the model's sizes, when it says what
  * they look like (ABI 1.4), so that a mismatch is a config error before
  * anything is trained: INPUTS features per sample, and either CLASSES
@@ -330,11 +345,16 @@ static inline int model_check_data(lk_host *host, const char *inputs_option,
                                    size_t inputs, size_t classes,
                                    size_t outputs) {
   lk_sample_shape s;
-  if (lk_host_data_shape(host, &s) != 0)
-    return 0; /* no data plugin, or it does not say: checked per batch */
-  size_t numel = 1;
-  for (size_t i = 0; i < s.x_ndim; i++)
-    numel *= s.x_shape[i];
+  int rc = lk_host_data_shape(host, &s);
+  if (rc == LK_ENOTFOUND)
+    return 0;  /* no data plugin, or it does not say: checked per batch */
+  if (rc != 0) /* the host's message names the plugin and the shape */
+    return lk_fail(host, LK_ECONFIG, "the data's sample shape: %s",
+                   lk_last_error());
+  size_t numel, ynum; /* the host has checked that they fit */
+  if (!lk_shape_numel(s.x_shape, s.x_ndim, &numel) ||
+      !lk_shape_numel(s.y_shape, s.y_ndim, &ynum))
+    return lk_fail(host, LK_ECONFIG, "the data's samples are too large");
   char dims[96];
   model_dims(s.x_shape, s.x_ndim, numel, dims, sizeof dims);
   if (numel != inputs)
@@ -350,9 +370,6 @@ static inline int model_check_data(lk_host *host, const char *inputs_option,
                    "the model has %zu classes, but the data's labels go up to "
                    "%zu",
                    classes, s.n_classes - 1);
-  size_t ynum = 1;
-  for (size_t i = 0; i < s.y_ndim; i++)
-    ynum *= s.y_shape[i];
   if (outputs && (s.n_classes > 0 || s.y_dtype == 0 || ynum != outputs))
     return lk_fail(host, LK_ECONFIG,
                    "outputs = %zu, but the data's samples have %s", outputs,
@@ -426,9 +443,15 @@ static inline lk_tensor model_output(const char *name, float *data, size_t n,
                      .data = data};
 }
 
-/* A 64-byte aligned block of N floats (NULL if out of memory). */
-static inline float *model_alloc(size_t n) {
-  size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+/* A 64-byte aligned block of ROWS x WIDTH floats (NULL if out of memory,
+ * or if that many bytes do not fit a size_t: a batch's rows multiply
+ * sizes again). */
+static inline float *model_alloc(size_t rows, size_t width) {
+  size_t bytes;
+  if (!lk_size_mul(rows, width, &bytes) ||
+      !lk_size_mul(bytes, sizeof(float), &bytes) || bytes > SIZE_MAX - 63)
+    return NULL;
+  bytes = (bytes + 63) / 64 * 64;
   return aligned_alloc(64, bytes ? bytes : 64);
 }
 
@@ -459,7 +482,7 @@ static inline int model_reserve(lk_host *host, size_t n, size_t *cap,
   bool ok = true;
   for (int i = 0; i < k; i++) {
     free(*buf[i]);
-    ok = (*buf[i] = model_alloc(n * width[i])) && ok;
+    ok = (*buf[i] = model_alloc(n, width[i])) && ok;
   }
   *cap = ok ? n : 0;
   return ok ? 0

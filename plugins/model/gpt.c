@@ -167,18 +167,25 @@ static size_t carve(gpt *m, char *base, size_t N) {
   return at;
 }
 
+/* The most rows (B x T positions) a batch may have: the kit's sizes are
+ * ints, and the widest array of the activations, a row's fc or logits or
+ * attention probabilities times the rows, must fit one. */
+static size_t max_rows(const gpt *m) {
+  size_t widest = (size_t)(4 * m->C > m->V ? 4 * m->C : m->V),
+         att = (size_t)m->NH * (size_t)m->maxT; /* <= 2^28: no wrap */
+  return (size_t)INT_MAX / (widest > att ? widest : att);
+}
+
 /* Room for N rows (B x T); the block only grows. */
 static int reserve(gpt *m, size_t N) {
   if (N <= m->cap)
     return 0;
-  /* the kit's sizes are ints: the largest array must fit one */
-  size_t widest = (size_t)(4 * m->C > m->V ? 4 * m->C : m->V);
-  if (N > (size_t)INT_MAX / widest ||
-      N > (size_t)INT_MAX / ((size_t)m->NH * (size_t)m->maxT))
+  if (N > max_rows(m))
     return lk_fail(m->host, LK_EINVAL,
                    "a batch of %zu positions is too large for n_embd = %d, "
-                   "vocab_size = %d, n_head = %d and block_size = %d",
-                   N, m->C, m->V, m->NH, m->maxT);
+                   "vocab_size = %d, n_head = %d and block_size = %d: at "
+                   "most %zu",
+                   N, m->C, m->V, m->NH, m->maxT, max_rows(m));
   size_t bytes = carve(m, NULL, N);
   void *mem = aligned_alloc(64, bytes);
   if (!mem)
@@ -311,6 +318,21 @@ static int check_data(gpt *m) {
     return lk_fail(m->host, LK_ECONFIG,
                    "vocab_size = %d, but the data's tokens go up to %zu", m->V,
                    s.n_classes - 1);
+  /* The batches, when the data says how large: what the first step would
+   * refuse (reserve) is refused now, before a run directory is made. */
+  size_t B, N = 0;
+  const char *where;
+  if (lk_host_data_batch_size(m->host, &B, &where) != 0)
+    return 0;
+  if (!lk_size_mul(B, s.x_shape[0], &N) || N > max_rows(m))
+    return lk_fail(m->host, LK_ECONFIG,
+                   "the data's batch_size = %zu (%s) is too large: batches "
+                   "of %zu samples of %zu tokens, and with n_embd = %d, "
+                   "vocab_size = %d, n_head = %d and block_size = %d the "
+                   "activations hold at most %zu positions (batch_size %zu; "
+                   "the layer kit's sizes are ints)",
+                   B, where ? where : "?", B, s.x_shape[0], m->C, m->V, m->NH,
+                   m->maxT, max_rows(m), max_rows(m) / s.x_shape[0]);
   return 0;
 }
 
@@ -406,11 +428,11 @@ static int take_batch(gpt *m, const lk_batch *b, bool targets) {
   int rc = check_tokens(m, "x", x);
   if (rc == 0 && targets)
     rc = check_tokens(m, "y", y);
-  size_t B = x->shape[0], T = x->shape[1];
-  if (rc == 0 && B > (size_t)INT_MAX / T)
+  size_t B = x->shape[0], T = x->shape[1], N = 0;
+  if (rc == 0 && !lk_size_mul(B, T, &N))
     rc = lk_fail(m->host, LK_EINVAL, "a batch of %zu x %zu is too large", B, T);
   if (rc == 0)
-    rc = reserve(m, B * T);
+    rc = reserve(m, N);
   if (rc != 0)
     return rc;
   if ((int)T != m->T) {
@@ -521,11 +543,11 @@ static int crop(gpt *m, const lk_batch *b, lk_batch *cropped) {
   if (!x->data || x->dtype != LK_I32 || x->ndim != 2 ||
       x->shape[1] <= (size_t)m->maxT)
     return 0; /* as it is: take_batch checks it */
-  size_t B = x->shape[0], T = x->shape[1], keep = (size_t)m->maxT;
-  if (B > (size_t)INT_MAX / keep)
+  size_t B = x->shape[0], T = x->shape[1], keep = (size_t)m->maxT, N;
+  if (!lk_size_mul(B, keep, &N))
     return lk_fail(m->host, LK_EINVAL, "a batch of %zu contexts is too large",
                    B);
-  int rc = reserve(m, B * keep);
+  int rc = reserve(m, N);
   if (rc != 0)
     return rc;
   for (size_t i = 0; i < B; i++)

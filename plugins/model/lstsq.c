@@ -28,7 +28,16 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   p->m = (size_t)m;
   p->n = (size_t)n;
-  p->a = malloc(p->m * p->n * sizeof *p->a);
+  size_t bytes = 0;
+  if (!lk_size_mul(p->m, p->n, &bytes) ||
+      !lk_size_mul(bytes, sizeof *p->a, &bytes)) {
+    destroy(p);
+    return lk_fail(host, LK_ECONFIG,
+                   "m = %zu and n = %zu: A [m, n] holds more bytes than a "
+                   "size_t counts",
+                   (size_t)m, (size_t)n);
+  }
+  p->a = malloc(bytes);
   p->y = malloc(p->m * sizeof *p->y);
   p->r = malloc(p->m * sizeof *p->r);
   if (!p->a || !p->y || !p->r) {

@@ -46,7 +46,7 @@ static int reserve(mlp *m, size_t n) {
   size_t per = 2 * m->max_width;
   for (size_t l = 0; l < m->n_layers; l++)
     per += (m->layers[l].out + 15) / 16 * 16; /* keep each one aligned */
-  float *block = model_alloc(n * per);
+  float *block = model_alloc(n, per);
   if (!block)
     return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
   free(m->block);
@@ -72,8 +72,8 @@ static float le_f32(const unsigned char *p) {
 
 static int load_init(mlp *m, const char *path) {
   size_t want = 0;
-  for (size_t l = 0; l < m->n_layers; l++)
-    want += (m->layers[l].in + 1) * m->layers[l].out * sizeof(float);
+  for (size_t l = 0; l < m->n_layers; l++) /* the tensors exist: no wrap */
+    want += (m->layers[l].w->numel + m->layers[l].b->numel) * sizeof(float);
   int fd;
   int rc = lk_open_input(path, "init file", &fd);
   if (rc != 0)

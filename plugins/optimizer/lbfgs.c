@@ -434,7 +434,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   }
   if (n == 0)
     return lk_fail(host, LK_ECONFIG, "the parameters have no elements");
-  if ((uint64_t)history > SIZE_MAX / n / sizeof(double))
+  size_t bytes; /* the history's two [history_size, n] states */
+  if ((uint64_t)history > SIZE_MAX ||
+      !lk_size_mul((size_t)history, n, &bytes) ||
+      !lk_size_mul(bytes, 2 * sizeof(double), &bytes))
     return lk_fail(host, LK_ECONFIG,
                    "option history_size = %lld: history_size x %zu "
                    "parameters is too large",

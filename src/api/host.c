@@ -8,16 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loopkit/nn.h"
 #include "manual.h"
-
-int lk_fail(lk_host *host, int code, const char *fmt, ...) {
-  (void)host;
-  va_list ap;
-  va_start(ap, fmt);
-  lk__verr(code < 0 ? code : LK_EPLUGIN, fmt, ap);
-  va_end(ap);
-  return code < 0 ? code : LK_EPLUGIN;
-}
 
 int lk_result_metric(lk_step_result *result, const char *name, double value) {
   if (result->n_metrics >= LK_MAX_METRICS)
@@ -126,6 +118,58 @@ int lk_host_threads(lk_host *host) {
 
 /* ---- the data ----------------------------------------------------------- */
 
+/* "x f32 [1, 28, 28], y i32 [] (10 classes)": the shape as declared,
+ * dimensions past LK_MAX_DIMS and unknown dtypes included. */
+static const char *sample_text(const lk_sample_shape *s, char *buf,
+                               size_t len) {
+  char x[LK_MAX_DIMS * 22 + 3], y[LK_MAX_DIMS * 22 + 3], xt[16], yt[16];
+  const char *xn = lk_dtype_name(s->x_dtype), *yn = lk_dtype_name(s->y_dtype);
+  snprintf(xt, sizeof xt, "dtype %d", (int)s->x_dtype);
+  snprintf(yt, sizeof yt, "dtype %d", (int)s->y_dtype);
+  if (s->x_ndim > LK_MAX_DIMS)
+    snprintf(x, sizeof x, "of %zu dimensions", s->x_ndim);
+  else
+    lk__shape_text(s->x_shape, s->x_ndim, x, sizeof x);
+  if (s->y_ndim > LK_MAX_DIMS)
+    snprintf(y, sizeof y, "of %zu dimensions", s->y_ndim);
+  else
+    lk__shape_text(s->y_shape, s->y_ndim, y, sizeof y);
+  if (s->y_dtype == 0)
+    snprintf(buf, len, "x %s %s, no y", xn ? xn : xt, x);
+  else
+    snprintf(buf, len, "x %s %s, y %s %s", xn ? xn : xt, x, yn ? yn : yt, y);
+  if (s->n_classes > 0)
+    snprintf(buf + strlen(buf), len - strlen(buf), " (%zu classes)",
+             s->n_classes);
+  return buf;
+}
+
+/* Why a data plugin's sample shape cannot be (NULL: it can): a model
+ * multiplies its sizes, and a product that wraps sizes it wrong. */
+static const char *impossible(const lk_sample_shape *s) {
+  if (s->x_ndim > LK_MAX_DIMS || s->y_ndim > LK_MAX_DIMS)
+    return "more than " LK__STRING(LK_MAX_DIMS) " dimensions";
+  if (lk_dtype_size(s->x_dtype) == 0 ||
+      (s->y_dtype != 0 && lk_dtype_size(s->y_dtype) == 0))
+    return "an unknown dtype";
+  if (s->n_classes > 0 && (s->y_dtype != LK_I32 || s->y_ndim > 1))
+    return "classes, but y is not i32 labels of 0 or 1 dimension";
+  for (size_t i = 0; i < s->x_ndim; i++)
+    if (s->x_shape[i] == 0)
+      return "a dimension of 0 in x";
+  for (size_t i = 0; s->y_dtype && i < s->y_ndim; i++)
+    if (s->y_shape[i] == 0)
+      return "a dimension of 0 in y";
+  size_t n;
+  if (!lk_shape_numel(s->x_shape, s->x_ndim, &n) ||
+      !lk_size_mul(n, lk_dtype_size(s->x_dtype), &n))
+    return "a sample of x holds more bytes than a size_t counts";
+  if (s->y_dtype && (!lk_shape_numel(s->y_shape, s->y_ndim, &n) ||
+                     !lk_size_mul(n, lk_dtype_size(s->y_dtype), &n)))
+    return "a sample of y holds more bytes than a size_t counts";
+  return NULL;
+}
+
 int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   const lk__instance *d = host->env->reg.role[LK__KIND_DATA];
   if (!out)
@@ -151,15 +195,42 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
   int rc = shape(d->self, out);
   if (rc != 0)
     return lk__entry_failed(rc, mark, "shape of data plugin %s", d->name);
-  if (out->x_ndim > LK_MAX_DIMS || out->y_ndim > LK_MAX_DIMS ||
-      lk_dtype_size(out->x_dtype) == 0 ||
-      (out->y_dtype != 0 && lk_dtype_size(out->y_dtype) == 0) ||
-      (out->n_classes > 0 && (out->y_dtype != LK_I32 || out->y_ndim > 1)))
+  const char *why = impossible(out);
+  if (why) {
+    char text[256];
     return lk__err(LK_EPLUGIN,
-                   "shape of data plugin %s: an impossible sample shape "
-                   "(x: %zu dimensions of dtype %d; y: %zu of dtype %d)",
-                   d->name, out->x_ndim, (int)out->x_dtype, out->y_ndim,
-                   (int)out->y_dtype);
+                   "shape of data plugin %s: an impossible sample shape, %s: "
+                   "%s",
+                   d->name, sample_text(out, text, sizeof text), why);
+  }
+  return 0;
+}
+
+int lk_host_data_batch_size(lk_host *host, size_t *out, const char **where) {
+  const lk__instance *d = host->env->reg.role[LK__KIND_DATA];
+  if (!out)
+    return lk__err(LK_EINVAL, "plugin %s: lk_host_data_batch_size: OUT is NULL",
+                   host->inst->label);
+  *out = 0;
+  if (where)
+    *where = NULL;
+  if (!d)
+    return lk__err(LK_ENOTFOUND, "plugin %s: this run has no data plugin",
+                   host->inst->label);
+  const lk_option *o = d->desc->options;
+  while (o && o->name && strcmp(o->name, "batch_size") != 0)
+    o++;
+  int64_t v = o && o->name && o->type == LK_OPT_INT
+                  ? lk_opt_int(d->opts, "batch_size")
+                  : 0;
+  if (v < 1)
+    return lk__err(LK_ENOTFOUND,
+                   "plugin %s: data plugin %s has no integer option "
+                   "batch_size",
+                   host->inst->label, d->name);
+  *out = (size_t)v;
+  if (where)
+    *where = lk_opt_where(d->opts, "batch_size");
   return 0;
 }
 

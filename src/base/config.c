@@ -115,12 +115,12 @@ static const char *value_problem(const char *key, const char *value) {
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap)
     return 0;
-  size_t c = *cap ? *cap : 8;
+  size_t c = *cap ? *cap : 8, bytes;
   while (c < need)
-    c *= 2;
-  if (c > SIZE_MAX / elem)
+    c = c > SIZE_MAX / 2 ? need : 2 * c;
+  if (!lk_size_mul(c, elem, &bytes))
     return LK_ENOMEM;
-  void *p = realloc(*arr, c * elem);
+  void *p = realloc(*arr, bytes);
   if (!p)
     return LK_ENOMEM;
   *arr = p;

@@ -32,9 +32,16 @@ const char *lk_last_error(void) {
   return message;
 }
 
+/* Formats into a scratch buffer, then copies: an argument may be
+ * lk_last_error() itself (lk_fail(host, code, "...: %s", lk_last_error())
+ * adds to the message it reads), and vsnprintf into the buffer it reads
+ * garbles it. */
 int lk__verr(int code, const char *fmt, va_list ap) {
+  char scratch[sizeof message];
   lk__err_recorded++;
-  vsnprintf(message, sizeof message, fmt, ap);
+  if (vsnprintf(scratch, sizeof scratch, fmt, ap) < 0)
+    scratch[0] = '\0';
+  memcpy(message, scratch, strlen(scratch) + 1);
   return code;
 }
 
@@ -44,6 +51,17 @@ int lk__err(int code, const char *fmt, ...) {
   lk__verr(code, fmt, ap);
   va_end(ap);
   return code;
+}
+
+/* A plugin's failure: the same message, whose plugin the host names when
+ * it reports it (lk__entry_failed); HOST is not read. */
+int lk_fail(lk_host *host, int code, const char *fmt, ...) {
+  LK_UNUSED(host);
+  va_list ap;
+  va_start(ap, fmt);
+  lk__verr(code < 0 ? code : LK_EPLUGIN, fmt, ap);
+  va_end(ap);
+  return code < 0 ? code : LK_EPLUGIN;
 }
 
 int lk__err_prefix(int code, const char *fmt, ...) {

@@ -15,6 +15,9 @@
 #include "loopkit/loopkit.h"
 
 #define LK_UNUSED(x) ((void)(x))
+/* A macro's value as a string literal: LK__STRING(LK_MAX_DIMS) is "4". */
+#define LK__STRING_(x) #x
+#define LK__STRING(x) LK__STRING_(x)
 
 struct stat;
 
@@ -44,6 +47,9 @@ int lk__entry_failed(int rc, uint64_t mark, const char *fmt, ...)
 char *lk__strdup(const char *s);
 char *lk__asprintf(const char *fmt, ...) LK_PRINTF(1, 2);
 void *lk__aligned_calloc(size_t n, size_t size); /* 64-byte aligned */
+/* "[2, 3, 4]" into BUF (cut to LEN); returns BUF. */
+const char *lk__shape_text(const size_t *shape, size_t ndim, char *buf,
+                           size_t len);
 int lk__parse_int(const char *s, int64_t *out);
 int lk__parse_double(const char *s, double *out);
 int lk__parse_bool(const char *s, bool *out);

@@ -32,9 +32,10 @@ char *lk__asprintf(const char *fmt, ...) {
 }
 
 void *lk__aligned_calloc(size_t n, size_t size) {
-  if (size && n > SIZE_MAX / size)
+  size_t bytes;
+  /* rounded up to 64 below: within 63 of SIZE_MAX that wraps to 0 */
+  if (!lk_size_mul(n, size, &bytes) || bytes > SIZE_MAX - 63)
     return NULL;
-  size_t bytes = n * size;
   bytes = (bytes + 63) & ~(size_t)63;
   if (bytes == 0)
     bytes = 64;
@@ -42,6 +43,17 @@ void *lk__aligned_calloc(size_t n, size_t size) {
   if (p)
     memset(p, 0, bytes);
   return p;
+}
+
+const char *lk__shape_text(const size_t *shape, size_t ndim, char *buf,
+                           size_t len) {
+  size_t used = (size_t)snprintf(buf, len, "[");
+  for (size_t i = 0; i < ndim && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "",
+                             shape[i]);
+  if (used < len)
+    snprintf(buf + used, len - used, "]");
+  return buf;
 }
 
 /* Whole string, no trailing junk apart from spaces. */

@@ -207,10 +207,6 @@ static int generate(lk_run *run, const gen_opts *o) {
     putchar(next);
     fflush(stdout);
   }
-  if (status == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-    cli_error("generate: cannot write the text: %s", strerror(errno));
-    status = EXIT_FAILED;
-  }
   free(ctx);
   free(p);
   free(sorted);

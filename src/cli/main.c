@@ -1,11 +1,30 @@
 /* loopkit: train, list and inspect plugins, dump checkpoints. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "commands.h"
 
-int main(int argc, char **argv) {
+/* What every command printed on the standard output reached it, or
+ * STATUS becomes a failure that says so: `loopkit plugins >/dev/full`
+ * exits 1, not 0. One check at the end, whatever the command, since
+ * stdio keeps a write error (ferror) until then; a command that failed
+ * already keeps its own status and message. */
+static int stdout_status(int status) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout))
+    return status;
+  if (status == 0) {
+    if (errno)
+      cli_error("cannot write to the standard output: %s", strerror(errno));
+    else
+      cli_error("cannot write to the standard output");
+  }
+  return status ? status : EXIT_FAILED;
+}
+
+static int run(int argc, char **argv) {
   if (argc < 2) {
     cli_print_usage(stderr, lk_plugin_dir());
     return EXIT_USAGE;
@@ -39,4 +58,8 @@ int main(int argc, char **argv) {
   cli_error("unknown command \"%s\"; commands: %s (see loopkit --help)", cmd,
             names);
   return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  return stdout_status(run(argc, argv));
 }

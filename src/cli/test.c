@@ -45,10 +45,6 @@ static int evaluate(int argc, char **argv, const char *cmd, lk_split split) {
       print_metric(prefix, "loss", mean.loss);
     for (size_t m = 0; m < mean.n_metrics; m++)
       print_metric(prefix, mean.metrics[m].name, mean.metrics[m].value);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-      cli_error("%s: cannot write the metrics", cmd);
-      status = EXIT_FAILED;
-    }
   }
   lk_run_free(run);
   return status;

@@ -6,8 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loopkit/nn.h"
 #include "loop.h"
 
+#define MAX_THREADS LK__STRING(LK_NN_MAX_THREADS) /* "256", for the help */
 /* X(KEY, FIELD, TYPE, DEFAULT, MIN, HELP, CHOICES): MIN is the smallest
  * value an integer key takes. */
 #define LOOP_KEYS(X)                                                           \
@@ -46,8 +48,8 @@
   X(log_every_n_steps, log_every, LK_OPT_INT, "50", 1,                         \
     "a progress line every N steps when stderr is not a terminal", NULL)       \
   X(threads, threads, LK_OPT_INT, "0", 0,                                      \
-    "threads a plugin's kernels use (lk_host_threads); 0: one per CPU the "    \
-    "process may run on",                                                      \
+    "threads a plugin's kernels use (lk_host_threads), at most " MAX_THREADS   \
+    "; 0: one per CPU the process may run on (at most " MAX_THREADS ")",       \
     NULL)                                                                      \
   X(test_ckpt, test_ckpt, LK_OPT_ENUM, "last", 0,                              \
     "the parameters the test at the end of training runs on: last, the "       \
@@ -164,6 +166,13 @@ int lk__loop_config_parse(const lk_config *cfg, lk__loop_config *l) {
     rc = loop_value(cfg, k, l);
   if (rc != 0)
     return rc;
+  if (l->threads > LK_NN_MAX_THREADS)
+    return lk__err(LK_ECONFIG,
+                   "%s: loop.threads = %lld: expected 0 (one per CPU the "
+                   "process may run on) to %d, the most the layer kit's "
+                   "threads take",
+                   where_of(cfg, "threads"), (long long)l->threads,
+                   LK_NN_MAX_THREADS);
   if (l->manual && l->accumulate != 1)
     return lk__err(LK_ECONFIG,
                    "%s: accumulate_grad_batches = %lld with "
@@ -190,14 +199,19 @@ int lk__loop_config_export(const lk_config *cfg, lk_config *out) {
   return rc;
 }
 
+/* [loop] threads, checked already to be at most LK_NN_MAX_THREADS: the
+ * layer kit's contexts take no more, and a plugin passes
+ * lk_host_threads to lk_nn_create. One per CPU stops there too. */
 int lk__threads_resolve(int64_t threads) {
   if (threads > 0)
-    return threads > 4096 ? 4096 : (int)threads;
+    return threads > LK_NN_MAX_THREADS ? LK_NN_MAX_THREADS : (int)threads;
   /* The CPUs this process may run on, not those the machine has: taskset
    * and containers give fewer. */
+  long n = 0;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
+    n = CPU_COUNT(&set);
+  else
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > LK_NN_MAX_THREADS ? LK_NN_MAX_THREADS : (int)n;
 }

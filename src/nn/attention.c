@@ -13,6 +13,7 @@
  * A task is one (b, h): its outputs (its head's columns of out and dqkv,
  * its plane of att) are its own, and its sums run in a fixed order. The
  * forward keeps P, so the backward recomputes nothing. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -35,8 +36,18 @@ static int check(int B, int T, int C, int NH) {
            "sizes B = %d, T = %d, C = %d, NH = %d; expected >= 1", B, T, C, NH);
   NN_CHECK(C % NH == 0, LAYER, "C = %d is not a multiple of NH = %d heads", C,
            NH);
-  NN_CHECK((long long)T * T <= 0x7fffffff && (long long)T * 3 * C <= 0x7fffffff,
+  NN_CHECK(nn__mul((size_t)T, (size_t)T) <= INT_MAX &&
+               nn__mul((size_t)T, nn__mul(3, (size_t)C)) <= INT_MAX,
            LAYER, "T = %d, C = %d: too large", T, C);
+  /* att [B, NH, T, T] and qkv [B, T, 3C]: arrays the caller has */
+  NN_CHECK(nn__mul(nn__mul((size_t)B, (size_t)NH),
+                   nn__mul((size_t)T, (size_t)T)) <= NN_MAX_FLOATS &&
+               nn__mul((size_t)B, nn__mul((size_t)T, nn__mul(3, (size_t)C))) <=
+                   NN_MAX_FLOATS,
+           LAYER,
+           "B = %d, T = %d, C = %d, NH = %d: att or qkv holds more bytes "
+           "than a size_t counts",
+           B, T, C, NH);
   return 0;
 }
 

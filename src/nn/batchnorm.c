@@ -32,6 +32,11 @@ typedef struct job {
 static int check(const char *what, int N, int C, int HW) {
   NN_CHECK(N >= 1 && C >= 1 && HW >= 1, LAYER,
            "%s: sizes N = %d, C = %d, HW = %d; expected >= 1", what, N, C, HW);
+  NN_CHECK(nn__mul(nn__mul((size_t)N, (size_t)C), (size_t)HW) <= NN_MAX_FLOATS,
+           LAYER,
+           "%s: sizes N = %d, C = %d, HW = %d: more bytes than a size_t "
+           "counts",
+           what, N, C, HW);
   return 0;
 }
 

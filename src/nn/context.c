@@ -97,13 +97,15 @@ void lk_nn_set_workspace_limit(lk_nn *nn, size_t bytes) {
 
 int nn__reserve(lk_nn *nn, const char *layer, size_t shared,
                 size_t per_thread) {
-  shared = round_up(shared);
-  per_thread = round_up(per_thread);
-  size_t t = (size_t)nn->threads;
-  if (per_thread > (SIZE_MAX - shared) / t)
+  size_t all;
+  if (shared > SIZE_MAX / 2 || per_thread > SIZE_MAX / 2 ||
+      !lk_size_mul(round_up(per_thread), (size_t)nn->threads, &all) ||
+      all > SIZE_MAX - round_up(shared))
     return lk__err(LK_ENOMEM, "%s: a workspace of more than %zu bytes", layer,
                    SIZE_MAX);
-  size_t need = shared + per_thread * t;
+  shared = round_up(shared);
+  per_thread = round_up(per_thread);
+  size_t need = shared + all;
   if (need > nn->ws_limit)
     return lk__err(LK_ENOMEM,
                    "%s: needs a workspace of %zu bytes, over the limit of %zu "

@@ -59,18 +59,28 @@ static int setup(const lk_nn_conv2d *p, geom *g) {
   if (hp < g->KH || wp < g->KW)
     return bad(p, "the kernel is larger than the padded input");
   long long oh = (hp - g->KH) / g->sh + 1, ow = (wp - g->KW) / g->sw + 1;
-  long long k = (long long)g->C * g->KH * g->KW;
-  if (oh * ow > INT_MAX / 2 || k > INT_MAX / 2 ||
-      (long long)g->OC * k > INT_MAX / 2)
-    return bad(p, "too large");
-  g->OH = (int)oh, g->OW = (int)ow, g->P = (int)(oh * ow), g->K = (int)k;
+  /* the products an int must hold (a plane, a kernel, the weight), and
+   * the arrays the caller has (no more floats than a size_t counts) */
+  size_t plane = nn__mul((size_t)oh, (size_t)ow),
+         k = nn__mul(nn__mul((size_t)g->C, (size_t)g->KH), (size_t)g->KW);
+  if (plane > INT_MAX / 2 || k > INT_MAX / 2 ||
+      nn__mul((size_t)g->OC, k) > INT_MAX / 2)
+    return bad(p, "too large: an output plane, a kernel and the weight "
+                  "must each hold at most 2^30 values");
+  size_t per = nn__mul(nn__mul((size_t)g->C, (size_t)g->H), (size_t)g->W);
+  if (nn__mul((size_t)g->N, per) > NN_MAX_FLOATS ||
+      nn__mul(nn__mul((size_t)g->N, (size_t)g->OC), plane) > NN_MAX_FLOATS)
+    return bad(p, "the input or the output holds more bytes than a size_t "
+                  "counts");
+  g->OH = (int)oh, g->OW = (int)ow, g->P = (int)plane, g->K = (int)k;
   g->S = (CHUNK_COLS + g->P - 1) / g->P;
   if (g->S > g->N)
     g->S = g->N;
-  if ((long long)g->S * g->P > INT_MAX / 2)
+  if (nn__mul((size_t)g->S, (size_t)g->P) > INT_MAX / 2)
     g->S = 1;
   g->chunks = (g->N + g->S - 1) / g->S;
-  long long fit = PARTIALS_MAX / ((long long)g->OC * g->K * 4);
+  long long fit = PARTIALS_MAX /
+                  (long long)nn__mul(nn__mul((size_t)g->OC, (size_t)g->K), 4);
   g->groups = g->chunks < GROUPS_MAX ? g->chunks : GROUPS_MAX;
   if (g->groups > fit)
     g->groups = fit > 1 ? (int)fit : 1;

@@ -1,6 +1,8 @@
 /* flatten: torch.flatten's shape. On contiguous row-major memory the
  * values do not move, so this is all a network needs: the output is the
  * input's memory under the new shape, and the gradient likewise. */
+#include <limits.h>
+
 #include "nn_internal.h"
 
 #define LAYER "flatten"
@@ -13,15 +15,15 @@ int lk_nn_flatten(const int *shape, int ndim, int start, int end, int *out,
   int s = start < 0 ? start + ndim : start, e = end < 0 ? end + ndim : end;
   NN_CHECK(s >= 0 && s < ndim && e >= 0 && e < ndim && s <= e, LAYER,
            "dimensions %d to %d of a %d-dimensional shape", start, end, ndim);
-  long long merged = 1;
+  size_t merged = 1;
   for (int i = 0; i < ndim; i++)
     NN_CHECK(shape[i] >= 1, LAYER, "dimension %d is %d; expected >= 1", i,
              shape[i]);
   for (int i = s; i <= e; i++)
-    merged *= shape[i];
-  NN_CHECK(merged <= 0x7fffffff, LAYER,
-           "dimensions %d to %d make %lld, more than an int holds", s, e,
-           merged);
+    merged = nn__mul(merged, (size_t)shape[i]);
+  NN_CHECK(merged <= INT_MAX, LAYER,
+           "dimensions %d to %d make %s%zu, more than an int holds", s, e,
+           merged == SIZE_MAX ? "more than " : "", merged);
   /* left to right, so that OUT may be SHAPE */
   int k = 0;
   for (int i = 0; i < ndim; i++) {

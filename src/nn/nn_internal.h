@@ -13,7 +13,7 @@
 #include "../base/internal.h"
 #include "loopkit/nn.h"
 
-#define NN_MAX_THREADS 256
+#define NN_MAX_THREADS LK_NN_MAX_THREADS
 
 /* One piece of a parallel job: TASK of the job's tasks, run by THREAD
  * (0 = the caller), which indexes the per-thread scratch. */
@@ -120,6 +120,18 @@ static inline void nn__range16(size_t total, int parts, int i, size_t *lo,
   *hi = i + 1 == parts ? total
                        : total * (size_t)(i + 1) / (size_t)parts / 16 * 16;
 }
+
+/* A * B through lk_size_mul (loopkit/tensor.h), the one checked product
+ * of sizes, saturating: SIZE_MAX when it does not fit a size_t, so that
+ * any bound a product of a layer's sizes is held to refuses it (a layer
+ * checks its sizes >= 0 first; a factor 0 gives 0, the true product). */
+static inline size_t nn__mul(size_t a, size_t b) {
+  size_t p;
+  return lk_size_mul(a, b, &p) ? p : SIZE_MAX;
+}
+/* The most floats an array a layer is given may hold: more bytes than a
+ * size_t counts cannot have been allocated. */
+#define NN_MAX_FLOATS (SIZE_MAX / sizeof(float))
 
 /* LK_EINVAL "LAYER: WHAT" unless COND. */
 #define NN_CHECK(cond, layer, ...)                                             \

@@ -33,9 +33,16 @@ static int setup(const char *layer, const lk_nn_pool2d *p, geom *g) {
   else if ((long long)p->h + 2LL * p->pad_h < p->kh ||
            (long long)p->w + 2LL * p->pad_w < p->kw)
     why = "the window is larger than the padded input";
-  else if ((long long)p->h * p->w > INT32_MAX || p->h > INT_MAX / 4 ||
-           p->w > INT_MAX / 4)
+  else if (nn__mul((size_t)p->h, (size_t)p->w) > INT32_MAX ||
+           p->h > INT_MAX / 4 || p->w > INT_MAX / 4 ||
+           (long long)p->h + 2LL * p->pad_h > INT_MAX ||
+           (long long)p->w + 2LL * p->pad_w > INT_MAX)
     why = "the planes are too large for int32 indices";
+  else if (nn__mul((size_t)p->kh, (size_t)p->kw) > INT_MAX)
+    why = "the window holds more values than an int counts";
+  else if (nn__mul(nn__mul((size_t)p->n, (size_t)p->c),
+                   nn__mul((size_t)p->h, (size_t)p->w)) > NN_MAX_FLOATS)
+    why = "the input holds more bytes than a size_t counts";
   if (why)
     return lk__err(LK_EINVAL,
                    "%s: input [%d, %d, %d, %d], window %d x %d, stride %d x "

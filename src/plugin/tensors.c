@@ -35,12 +35,15 @@ int lk__tensors_add(lk__tensors *ts, const char *who, const void *owner,
                    "plugin %s: bad %s \"%s\": needs a name, f32 or f64, at "
                    "most %d dimensions",
                    who, what, name ? name : "", LK_MAX_DIMS);
-  size_t numel = 1;
-  for (size_t i = 0; i < ndim; i++) {
-    if (shape[i] && numel > SIZE_MAX / shape[i])
-      return lk__err(LK_EINVAL, "plugin %s: %s %s is too large", who, what,
-                     name);
-    numel *= shape[i];
+  size_t numel, bytes;
+  if (!lk_shape_numel(shape, ndim, &numel) ||
+      !lk_size_mul(numel, lk_dtype_size(dtype), &bytes)) {
+    char dims[LK_MAX_DIMS * 22 + 3];
+    return lk__err(LK_EINVAL,
+                   "plugin %s: %s \"%s\" of shape %s: more bytes than memory "
+                   "can address",
+                   who, what, name,
+                   lk__shape_text(shape, ndim, dims, sizeof dims));
   }
   char *full = param ? lk__strdup(name) : lk__asprintf("%s.%s", who, name);
   lk_tensor *t = calloc(1, sizeof *t);

@@ -114,18 +114,6 @@ static long first_nonfinite(lk_dtype dtype, const void *buf, size_t numel) {
   return -1;
 }
 
-/* Product of SHAPE into *NUMEL; false on overflow. */
-static bool shape_numel(const size_t *shape, size_t ndim, size_t *numel) {
-  size_t n = 1;
-  for (size_t i = 0; i < ndim; i++) {
-    if (shape[i] != 0 && n > SIZE_MAX / shape[i])
-      return false;
-    n *= shape[i];
-  }
-  *numel = n;
-  return true;
-}
-
 static int cmp_name(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -168,11 +156,11 @@ static int check_tensor(const lk_tensor *t, const char *what, size_t i) {
   if (t->ndim > LK_MAX_DIMS)
     return lk__err(LK_EINVAL, "%s %s: %zu dimensions, at most %d", what,
                    t->name, t->ndim, LK_MAX_DIMS);
-  size_t numel;
-  if (!shape_numel(t->shape, t->ndim, &numel) || numel != t->numel)
+  size_t numel, bytes;
+  if (!lk_shape_numel(t->shape, t->ndim, &numel) || numel != t->numel)
     return lk__err(LK_EINVAL, "%s %s: numel %zu does not match its shape", what,
                    t->name, t->numel);
-  if (numel > SIZE_MAX / size)
+  if (!lk_size_mul(numel, size, &bytes))
     return lk__err(LK_EINVAL, "%s %s: too large", what, t->name);
   if (numel > 0 && !t->data)
     return lk__err(LK_EINVAL, "%s %s has no data", what, t->name);
@@ -445,8 +433,9 @@ static int parse_tensor(const char *path, cursor *c, size_t i,
     t->shape[d] = (size_t)v;
   }
   t->ndim = ndim;
-  size_t numel;
-  if (!shape_numel(t->shape, t->ndim, &numel) || numel > SIZE_MAX / size)
+  size_t numel, bytes;
+  if (!lk_shape_numel(t->shape, t->ndim, &numel) ||
+      !lk_size_mul(numel, size, &bytes))
     return malformed(path, "tensor %zu: shape overflows", i);
   const unsigned char *name = take(c, name_len);
   if (!name)
@@ -462,7 +451,7 @@ static int parse_tensor(const char *path, cursor *c, size_t i,
   t->dtype = (lk_dtype)dtype;
   *kind = (lk__ckpt_kind)k;
 
-  const unsigned char *src = take(c, (uint64_t)numel * size);
+  const unsigned char *src = take(c, bytes);
   if (!src)
     return malformed(path, "%s: data runs past the end", t->name);
   t->numel = numel;

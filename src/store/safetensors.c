@@ -391,17 +391,12 @@ static int parse_offsets(parser *ps, lk__st_tensor *t) {
 
 /* What a tensor's fields say must agree with each other and the file. */
 static int check_tensor(parser *ps, lk__st_tensor *t) {
-  size_t size = lk__st_dtype_size(t->dtype);
-  uint64_t numel = 1;
+  size_t size = lk__st_dtype_size(t->dtype), numel = 1, bytes = 0;
   bool overflow = false;
-  for (size_t i = 0; i < t->ndim; i++) {
-    if (t->shape[i] && numel > UINT64_MAX / t->shape[i])
-      overflow = true;
-    else
-      numel *= t->shape[i];
-  }
-  if (!overflow && numel > UINT64_MAX / size)
-    overflow = true;
+  for (size_t i = 0; i < t->ndim && !overflow; i++)
+    overflow = t->shape[i] > SIZE_MAX ||
+               !lk_size_mul(numel, (size_t)t->shape[i], &numel);
+  overflow = overflow || !lk_size_mul(numel, size, &bytes);
   char shape[8 + LK__ST_MAX_DIMS * 22] = "[";
   for (size_t i = 0; i < t->ndim; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%" PRIu64,
@@ -416,12 +411,12 @@ static int check_tensor(parser *ps, lk__st_tensor *t) {
                       "data_offsets [%" PRIu64 ", %" PRIu64
                       "]: the end is before the beginning",
                       t->begin, t->end);
-  if (t->end - t->begin != numel * size)
+  if (t->end - t->begin != bytes)
     return bad_tensor(ps, t->name,
                       "data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
                       " bytes, but shape %s of %s needs %" PRIu64,
                       t->begin, t->end, t->end - t->begin, shape,
-                      lk__st_dtype_name(t->dtype), numel * size);
+                      lk__st_dtype_name(t->dtype), (uint64_t)bytes);
   if (t->end > ps->data_len)
     return bad_tensor(ps, t->name,
                       "data_offsets [%" PRIu64 ", %" PRIu64
@@ -930,13 +925,12 @@ static int make_header(const char *name, const lk__st_item *items, size_t n,
                      "%d dimensions",
                      name, it->name ? quote(it->name).s : "(null)",
                      LK__ST_MAX_DIMS);
-    uint64_t bytes = size;
-    for (size_t d = 0; d < it->ndim; d++) {
-      if (it->shape[d] && bytes > UINT64_MAX / it->shape[d])
+    size_t bytes = size;
+    for (size_t d = 0; d < it->ndim; d++)
+      if (it->shape[d] > SIZE_MAX ||
+          !lk_size_mul(bytes, (size_t)it->shape[d], &bytes))
         return lk__err(LK_EINVAL, "%s: tensor %s is too large", name,
                        quote(it->name).s);
-      bytes *= it->shape[d];
-    }
     if (bytes > UINT64_MAX - at)
       return lk__err(LK_EINVAL, "%s: tensor %s is too large", name,
                      quote(it->name).s);

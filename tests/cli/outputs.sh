@@ -1,6 +1,6 @@
 #!/bin/sh
 # Outputs never destroy what is at their path, and no temporary file has a
-# name another user can predict (src/outfile.c). For each command that
+# name another user can predict (src/base/outfile.c). For each command that
 # writes a file the user names (predict -o, export -o, plot -o) and for
 # train --out, each kind of path: -, a character device (/dev/null and
 # /dev/full, or as root their twins made with mknod: an old loopkit run

@@ -630,7 +630,7 @@ static int declare_shape(npy_set *s) {
     return 0;
   }
   const char *p = s->x_shape;
-  uint64_t numel = 1;
+  size_t numel = 1; /* SIZE_MAX once the product does not fit */
   d->x_ndim = 0;
   for (;;) {
     while (*p == ' ')
@@ -644,7 +644,8 @@ static int declare_shape(npy_set *s) {
                      "comma separated (1,28,28)",
                      s->x_shape, LK_MAX_DIMS);
     d->x_shape[d->x_ndim++] = (size_t)v;
-    numel = numel <= ((uint64_t)1 << 62) / v ? numel * v : UINT64_MAX;
+    if (!lk_size_mul(numel, (size_t)v, &numel))
+      numel = SIZE_MAX;
     for (p = end; *p == ' '; p++)
       ;
     if (*p == '\0')
@@ -657,10 +658,9 @@ static int declare_shape(npy_set *s) {
   }
   if (numel != x->sample)
     return lk_fail(d->host, LK_ECONFIG,
-                   "x_shape = %s holds %llu values, but the samples of %s "
+                   "x_shape = %s holds %s%zu values, but the samples of %s "
                    "hold %zu (header field 'shape' %s)",
-                   s->x_shape,
-                   numel == UINT64_MAX ? 0ull : (unsigned long long)numel,
+                   s->x_shape, numel == SIZE_MAX ? "more than " : "", numel,
                    x->file, x->sample, npy_shape_text(&x->h, a, sizeof a));
   return 0;
 }
@@ -833,12 +833,13 @@ static int npy_setup(npy_set *s) {
   for (int k = 1; k < 3; k++)
     most = d->n[k] > most ? d->n[k] : most;
   size_t rows = d->batch_size < most ? d->batch_size : most;
-  size_t width = d->features > s->y_numel ? d->features : s->y_numel;
-  if (width > SIZE_MAX / sizeof(float) / rows)
+  size_t width = d->features > s->y_numel ? d->features : s->y_numel, bytes;
+  if (!lk_size_mul(rows, width, &bytes) ||
+      !lk_size_mul(bytes, sizeof(float), &bytes))
     return lk_fail(host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
                    width);
   d->order = malloc(n * sizeof(size_t));
-  d->bx = malloc(rows * d->features * sizeof(float));
+  d->bx = malloc(rows * d->features * sizeof(float)); /* <= bytes */
   d->by = malloc(rows * s->y_numel * 4);
   unsigned char *held = calloc(n, 1);
   if (!d->order || !d->bx || !d->by || !held) {

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <loopkit/tensor.h>
+
 static int why_set(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int why_set(char *why, size_t len, const char *fmt, ...) {
@@ -325,16 +327,18 @@ int npy_parse_header(const unsigned char *buf, size_t len, npy_header *h,
                    "array) is not supported: save np.ascontiguousarray(a) "
                    "instead",
                    shape);
-  uint64_t numel = 1, max = ((uint64_t)1 << 62) / h->itemsize;
-  for (size_t i = 0; i < h->ndim; i++) {
-    if (h->shape[i] && numel > max / h->shape[i])
-      return why_set(why, why_len,
-                     "header field 'shape': %s holds more than 2^62 bytes",
-                     shape);
-    numel *= h->shape[i];
-  }
+  size_t numel = 1, bytes = 0;
+  for (size_t i = 0; i < h->ndim && numel; i++)
+    if (h->shape[i] > SIZE_MAX ||
+        !lk_size_mul(numel, (size_t)h->shape[i], &numel))
+      numel = SIZE_MAX; /* refused below */
+  if (numel == SIZE_MAX || !lk_size_mul(numel, h->itemsize, &bytes) ||
+      (uint64_t)bytes > (uint64_t)1 << 62)
+    return why_set(why, why_len,
+                   "header field 'shape': %s holds more than 2^62 bytes",
+                   shape);
   h->numel = numel;
-  h->bytes = numel * h->itemsize;
+  h->bytes = bytes;
   uint64_t have = len - h->offset;
   if (have < h->bytes)
     return why_set(why, why_len,

@@ -132,11 +132,19 @@ static void destroy(void *self) {
   lk_fail(host, LK_ECONFIG, "layers: layer %zu (%s): " fmt, (i), kind_name(l), \
           __VA_ARGS__)
 
-static size_t numel(const int *d, int n) {
+/* The most values one sample of a layer's input or output may hold: the
+ * kit's sizes are ints, and a batch multiplies them again. */
+#define SEQ_MAX_NUMEL ((size_t)1 << 30)
+
+/* The values of shape D [N] into *OUT, through lk_size_mul; false when
+ * they do not fit a size_t. */
+static bool numel(const int *d, int n, size_t *out) {
   size_t t = 1;
   for (int i = 0; i < n; i++)
-    t *= (size_t)d[i];
-  return t;
+    if (d[i] < 0 || !lk_size_mul(t, (size_t)d[i], &t))
+      return false;
+  *out = t;
+  return true;
 }
 
 /* The output shape of layer I from its input shape (set in L->in). */
@@ -144,7 +152,11 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
   const seq_spec *s = &l->s;
   char a[64], b[64];
   dims(l->in, l->in_ndim, a, sizeof a);
-  l->in_numel = numel(l->in, l->in_ndim);
+  if (!numel(l->in, l->in_ndim, &l->in_numel) || l->in_numel > SEQ_MAX_NUMEL)
+    return SHAPE_FAIL(host, i, l,
+                      "input %s: too large (%zu values a sample, more than "
+                      "2^30)",
+                      a, l->in_numel);
   memcpy(l->out, l->in, sizeof l->in);
   l->out_ndim = l->in_ndim;
   const char *image = "an image [C, H, W] (the data's samples, or a conv2d's "
@@ -242,17 +254,10 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
     if (en < st)
       return SHAPE_FAIL(host, i, l, "end_dim %d is before start_dim %d",
                         s->end_dim, s->start_dim);
-    int k = 0, merged = 1;
-    for (int d = 1; d < nd; d++) {
-      if (d < st || d > en)
-        l->out[k++] = l->in[d - 1];
-      else {
-        merged *= l->in[d - 1];
-        if (d == en)
-          l->out[k++] = merged;
-      }
-    }
-    l->out_ndim = k;
+    /* the kit's shape function, on the sample's dimensions */
+    if (lk_nn_flatten(l->in, l->in_ndim, st - 1, en - 1, l->out,
+                      &l->out_ndim) != 0)
+      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
     break;
   }
   case SEQ_LINEAR:
@@ -263,10 +268,12 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
     break;
   default: break;
   }
-  l->out_numel = numel(l->out, l->out_ndim);
-  if (l->out_numel > (1u << 30))
-    return SHAPE_FAIL(host, i, l, "input %s, output %s: too large", a,
-                      dims(l->out, l->out_ndim, b, sizeof b));
+  if (!numel(l->out, l->out_ndim, &l->out_numel) ||
+      l->out_numel > SEQ_MAX_NUMEL)
+    return SHAPE_FAIL(host, i, l,
+                      "input %s, output %s: too large (more than 2^30 "
+                      "values)",
+                      a, dims(l->out, l->out_ndim, b, sizeof b));
   return 0;
 }
 
@@ -466,36 +473,38 @@ static int build(seq *m, const lk_sample_shape *sh) {
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   lk_sample_shape sh;
-  if (lk_host_data_shape(host, &sh) != 0)
+  int rc = lk_host_data_shape(host, &sh);
+  if (rc == LK_ENOTFOUND)
     return lk_fail(host, LK_ECONFIG,
                    "sizes itself from the data's sample shape: [plugins] "
                    "data must name a data plugin that declares it (idx, csv, "
-                   "npy)");
-  char got[96];
-  if (sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3) {
-    size_t n = 1;
-    for (size_t i = 0; i < sh.x_ndim && i < LK_MAX_DIMS; i++)
-      n *= sh.x_shape[i];
-    model_dims(sh.x_shape, sh.x_ndim, n, got, sizeof got);
+                   "npy): %s",
+                   lk_last_error());
+  if (rc != 0) /* the host's message names the plugin and the shape */
     return lk_fail(host, LK_ECONFIG,
-                   "the data's samples are %s %s; expected f32 with 1 to 3 "
+                   "sizes itself from the data's sample shape: %s",
+                   lk_last_error());
+  char got[LK_MAX_DIMS * 22 + 8];
+  model_sample_text(&sh, got, sizeof got);
+  if (sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3)
+    return lk_fail(host, LK_ECONFIG,
+                   "the data's samples are %s; expected f32 with 1 to 3 "
                    "dimensions",
-                   lk_dtype_name(sh.x_dtype) ? lk_dtype_name(sh.x_dtype) : "?",
                    got);
-  }
   for (size_t i = 0; i < sh.x_ndim; i++)
-    if (sh.x_shape[i] < 1 || sh.x_shape[i] > (1u << 24))
+    if (sh.x_shape[i] > (1u << 24))
       return lk_fail(host, LK_ECONFIG,
-                     "the data's samples have a dimension of %zu",
-                     sh.x_shape[i]);
+                     "the data's samples are %s: dimension %zu is %zu, more "
+                     "than 2^24",
+                     got, i, sh.x_shape[i]);
   seq *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   m->host = host;
   seq_spec *specs = NULL;
-  int rc = (m->text = strdup(lk_opt_string(o, "layers")))
-               ? seq_parse(host, m->text, &specs, &m->n_layers)
-               : lk_fail(host, LK_ENOMEM, "out of memory");
+  rc = (m->text = strdup(lk_opt_string(o, "layers")))
+           ? seq_parse(host, m->text, &specs, &m->n_layers)
+           : lk_fail(host, LK_ENOMEM, "out of memory");
   if (rc == 0 && !(m->layers = calloc(m->n_layers, sizeof *m->layers)))
     rc = lk_fail(host, LK_ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
@@ -539,17 +548,26 @@ static int check_state(void *self) {
 
 /* ---- the batch buffers ------------------------------------------------- */
 
+/* The buffers for a batch of N. The kit's sizes are ints: N samples of
+ * the widest layer's values must fit one, and then so does every product
+ * below. */
 static int reserve(seq *m, size_t n) {
+  size_t most;
+  if (!lk_size_mul(n, m->max_numel, &most) || most > INT_MAX)
+    return lk_fail(m->host, LK_EINVAL,
+                   "a batch of %zu is too large: its widest layer holds %zu "
+                   "values a sample, and a batch of them at most 2^31 - 1",
+                   n, m->max_numel);
   if (n <= m->cap)
     return 0;
   free_buffers(m);
   bool ok = true;
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *l = &m->layers[i];
-    size_t count = n * l->out_numel;
+    size_t count = n * l->out_numel; /* <= most */
     /* flatten's and a pooled ReLU's are their input's (forward) */
     if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
-      ok = (l->y = model_alloc(count)) && ok;
+      ok = (l->y = model_alloc(n, l->out_numel)) && ok;
     if (l->s.kind == SEQ_MAXPOOL2D)
       ok = (l->argmax = malloc(count * sizeof *l->argmax)) && ok;
     if (l->s.kind == SEQ_DROPOUT)
@@ -559,7 +577,7 @@ static int reserve(seq *m, size_t n) {
            (l->rstd = malloc(n * l->rows * sizeof(float))) && ok;
   }
   for (int k = 0; k < 2; k++)
-    ok = (m->grad[k] = model_alloc(n * m->max_numel)) && ok;
+    ok = (m->grad[k] = model_alloc(n, m->max_numel)) && ok;
   if (!ok) {
     free_buffers(m);
     return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
@@ -688,8 +706,6 @@ static int layers_forward(seq *m, const lk_batch *b, bool training) {
   m->ready = 0;
   if ((rc = model_check_x(m->host, b, m->layers[0].in_numel)) != 0)
     return rc;
-  if (b->size > (size_t)INT_MAX / m->max_numel)
-    return lk_fail(m->host, LK_EINVAL, "a batch of %zu is too large", b->size);
   if ((rc = reserve(m, b->size)) != 0)
     return rc;
   int n = (int)b->size;
