@@ -60,7 +60,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->exp_avg = s->c.bufs;
   s->exp_avg_sq = s->c.bufs + s->c.n;
   size_t one = 1;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0]);
+  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
   if (rc == 0)
     rc = lk_host_add_state(host, "mu_product", LK_F32, 1, &one, &s->mu_product);
   if (rc == 0)

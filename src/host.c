@@ -236,9 +236,15 @@ int lk_host_set_momentum(lk_host *host, double momentum) {
   const lk__instance *opt = driven_optimizer(host);
   const lk_optimizer_ops *ops = opt ? lk__momentum_ops(opt) : NULL;
   int rc = check_settable(host, opt, ops != NULL, "momentum", momentum);
-  if (rc == 0)
-    ops->set_momentum(opt->self, momentum);
-  return rc;
+  if (rc != 0)
+    return rc;
+  /* The optimizer may refuse a value outside its option's range (beta1 >=
+   * 1), or fail to make the buffers the momentum needs. */
+  uint64_t mark = lk__err_mark();
+  rc = ops->set_momentum(opt->self, momentum);
+  return rc ? lk__entry_failed(rc, mark, "set_momentum of optimizer %s",
+                               opt->label)
+            : 0;
 }
 
 double lk_host_initial_lr(lk_host *host) {
