@@ -193,8 +193,9 @@ static void put_section(text *t, const char *section, const char *options) {
   }
 }
 
-/* Case C's config for STEPS_RUN steps, a checkpoint after every step, the
- * state written to OUT/state.txt when training ends. */
+/* Case C's config for STEPS_RUN steps, the state written to OUT/state.txt
+ * when training ends; where torch raises, a checkpoint after every step
+ * (the last one before the failure). */
 static lk_config *case_config(const ref_case *c, int steps_run,
                               const char *out) {
   text t = {.used = 0};
@@ -202,11 +203,11 @@ static lk_config *case_config(const ref_case *c, int steps_run,
   const char *opts = strchr(c->problem, ' ');
   snprintf(step, sizeof step, "%.*s", (int)(opts - c->problem), c->problem);
   put(&t,
-      "[loop]\nmax_steps = %d\ncheckpoint_every_n_steps = 1\n[plugins]\n"
+      "[loop]\nmax_steps = %d\ncheckpoint_every_n_steps = %d\n[plugins]\n"
       "step = %s\noptimizer = %s\nscheduler = %s\n"
       "callbacks = lr_monitor, statedump\n[lr_monitor]\nlog_momentum = "
       "true\n[statedump]\npath = %s/state.txt\n",
-      steps_run, step, c->optimizer, c->scheduler, out);
+      steps_run, c->fails ? 1 : 0, step, c->optimizer, c->scheduler, out);
   put_section(&t, step, opts + 1);
   put_section(&t, c->optimizer, c->optimizer_opts);
   put_section(&t, c->scheduler, c->scheduler_opts);
