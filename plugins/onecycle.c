@@ -124,9 +124,13 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   double max_lr = lk_opt_double(o, "max_lr");
   double initial = max_lr / lk_opt_double(o, "div_factor");
   /* torch sets the group's initial_lr (which its base class's setdefault
-   * then keeps), and the momentum to max_momentum. */
+   * then keeps), and the momentum to max_momentum. base_momentum is set
+   * first, so that an optimizer that cannot take it (beta1 >= 1) refuses
+   * it now rather than at the cycle's peak. */
   if (rc == 0)
     rc = lk_host_set_initial_lr(host, initial);
+  if (rc == 0 && cycle_momentum)
+    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
   if (rc == 0 && cycle_momentum)
     rc = lk_host_set_momentum(host, lk_opt_double(o, "max_momentum"));
   void *mem = NULL;

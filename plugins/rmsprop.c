@@ -88,7 +88,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 /* A checkpoint's values: the rate, the step count, the momentum (0
  * without buffers), square averages that are never negative, and the
  * buffers' flag: 0 before the first step, and with buffers no step has
- * filled. */
+ * filled. A first step without buffers and a momentum > 0 now is a state
+ * the run that wrote it could not step from either (torch's KeyError):
+ * refused here, so that a checkpoint the resume accepts is one that
+ * trains. */
 static int check_state(void *self) {
   rmsprop *s = self;
   int rc = optim_check_state(&s->c);
@@ -98,8 +101,18 @@ static int check_state(void *self) {
     return rc ? rc : optim_check_no_buffers(&s->c);
   double steps = ((const double *)s->c.step->data)[0];
   rc = lk_state_check(s->c.host, s->has_buffer, 0, steps > 0 ? 1 : 0, true);
-  if (rc == 0 && ((const double *)s->has_buffer->data)[0] == 0)
-    rc = optim_check_unfilled(&s->c, s->momentum_buffer, s->has_buffer);
+  if (rc != 0 || ((const double *)s->has_buffer->data)[0] != 0)
+    return rc;
+  rc = optim_check_unfilled(&s->c, s->momentum_buffer, s->has_buffer);
+  double m = optim_get_momentum(s);
+  if (rc == 0 && steps > 0 && m > 0)
+    rc = lk_fail(s->c.host, LK_EFORMAT,
+                 "state %s[0] = %g, but %s[0] = 0 says the first step had "
+                 "momentum 0 and so made no momentum buffer, as torch's "
+                 "RMSprop makes it only at a first step with momentum > 0: "
+                 "the next step cannot run (torch raises KeyError: "
+                 "'momentum_buffer' there)",
+                 s->c.momentum->name, m, s->has_buffer->name);
   return rc;
 }
 

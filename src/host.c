@@ -509,6 +509,21 @@ int lk_scheduler_restart(lk_scheduler *s, bool closed_form) {
             : 0;
 }
 
+const lk_tensor *lk_scheduler_state(const lk_scheduler *s, const char *name) {
+  const lk__instance *in = (const lk__instance *)s;
+  if (!in || !name)
+    return NULL;
+  const lk__tensors *ts = &in->host.env->tensors;
+  size_t len = strlen(in->name);
+  for (size_t i = 0; i < ts->n_states; i++) {
+    const char *full = ts->states[i]->name; /* INSTANCE.NAME */
+    if (strncmp(full, in->name, len) == 0 && full[len] == '.' &&
+        strcmp(full + len + 1, name) == 0)
+      return ts->states[i];
+  }
+  return NULL;
+}
+
 int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {
   const lk__instance *step = host->env->reg.role[LK__KIND_STEP];
   if (!step || !step->created)
