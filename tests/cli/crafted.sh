@@ -132,6 +132,7 @@ INI
   train "$T/b$opt.ini" --out "$T/b$opt-ref"
   refused "b$opt" "$opt.beta1[0]=1" "state $opt.beta1\[0\] = 1: expected a number in \[0, 1\) \(the range of option $opt.betas\)"
 done
+refused bnadam "nadam.mu_product[0]=1.5" "state nadam.mu_product\[0\] = 1.5: expected a number in \[0, 1\]"
 refused badam "adam.beta1[0]=1.5" "state adam.beta1\[0\] = 1.5: expected a number in \[0, 1\)"
 check "adam: beta1 = 0.99 resumes" accepted badam "adam.beta1[0]=0.99"
 expect 2 "option adam.betas = 1,0.999: value 1 must be >= 0 and < 1" \
