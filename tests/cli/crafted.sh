@@ -120,8 +120,10 @@ check "onecycle: last_epoch = total_steps is what the run wrote" sh -c \
 # ---- optimizers: a momentum in its option's range ----
 
 # beta1, which onecycle and cyclic cycle in the adam family, is < 1 as
-# option betas requires (create refuses betas = 1,0.999).
-for opt in adam adamw adamax nadam radam; do
+# option betas requires (create refuses betas = 1,0.999): one check in
+# optim_common.h for adam, adamw, adamax, nadam and radam; two of them
+# here (under valgrind every run counts).
+for opt in adam nadam; do
   config "b$opt" <<INI
 [loop]
 max_steps = 3
