@@ -82,6 +82,16 @@ static const char *const configs[] = {
     "optimizer = adamw\nscheduler = chained\n[adamw]\nlr = 0.01\n"
     "[chained]\nschedulers = c:constant, p:polynomial, w:cosine_warm_restarts\n"
     "interval = step\n[w]\nT_0 = 2\n",
+    /* sgd and rmsprop created with momentum = 0, whose buffers a
+     * scheduler started: sgd's from step 2 (initialized), rmsprop's at its
+     * first step (has_momentum_buffer). */
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = sgd\nscheduler = cyclic\n[sgd]\nlr = 0.001\n"
+    "[cyclic]\nbase_lr = 0.0001\nmax_lr = 0.001\nstep_size_up = 3\n"
+    "base_momentum = 0.9\nmax_momentum = 0\n",
+    "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = rosenbrock\n"
+    "optimizer = rmsprop\nscheduler = onecycle\n[rmsprop]\nlr = 0.001\n"
+    "[onecycle]\nmax_lr = 0.001\ntotal_steps = 10\n",
     /* Parameter groups (a group's optimizer and the scheduler's copy for
      * it), and two optimizers. */
     "[loop]\nmax_steps = " MAX_STEPS "\n[plugins]\nstep = lstsq\n"

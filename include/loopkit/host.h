@@ -204,6 +204,11 @@ LK_API int lk_scheduler_step(lk_scheduler *s, lk_interval when,
  * LK_EKIND without it. */
 LK_API bool lk_scheduler_can_restart(const lk_scheduler *s);
 LK_API int lk_scheduler_restart(lk_scheduler *s, bool closed_form);
+/* Its state tensor NAME, as it added it ("last_epoch"), or NULL if it has
+ * none: for a composite's check_state, which holds its children's step
+ * counts to its own. */
+LK_API const lk_tensor *lk_scheduler_state(const lk_scheduler *s,
+                                           const char *name);
 
 /* Evaluates the run's step plugin on BATCH, with no backward: LOSS gets
  * the loss (NaN if it gave none). For backwards that differentiate the

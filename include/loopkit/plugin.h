@@ -148,14 +148,21 @@ typedef struct lk_zero_grad_ops {
  * Since ABI 1.5: get_momentum and set_momentum, what torch's OneCycleLR and
  * CyclicLR cycle: the momentum of an optimizer whose defaults have one
  * (sgd, rmsprop), beta1 of one that has betas (the adam family). NULL:
- * the optimizer has neither, and cycle_momentum is refused. */
+ * the optimizer has neither, and cycle_momentum is refused. Since ABI 1.6
+ * set_momentum returns 0 (in ABI 1.5 it returned nothing, and the host
+ * calls a 1.5 plugin's as such), or refuses (a negative LK_E* code, lk_fail's message) a value
+ * the optimizer cannot step with (what create refuses for its option:
+ * beta1 >= 1), or state it cannot make: called during setup (a
+ * scheduler's create), it may still add state (the momentum buffers an
+ * optimizer created with momentum 0 keeps only if a scheduler drives the
+ * momentum). */
 typedef struct lk_optimizer_ops {
   int (*step)(void *self, lk_tensor *const *params, size_t n,
               lk_closure_fn closure);
   double (*get_lr)(void *self);
   void (*set_lr)(void *self, double lr);
   double (*get_momentum)(void *self);
-  void (*set_momentum)(void *self, double momentum);
+  int (*set_momentum)(void *self, double momentum);
 } lk_optimizer_ops;
 
 /* profiler: action ids are asked for once, when the run is set up. report

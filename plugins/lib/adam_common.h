@@ -74,7 +74,7 @@ static inline int adam_create(lk_host *host, const lk_options *o, void **self,
   s->exp_avg = s->c.bufs;
   s->exp_avg_sq = s->c.bufs + n;
   s->max_exp_avg_sq = s->c.bufs + 2 * n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0]);
+  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
   if (rc == 0)
     rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
   if (rc == 0)

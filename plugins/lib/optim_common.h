@@ -1,7 +1,8 @@
 /* What the optimizer plugins share: the start of create (the parameters,
  * the struct, the per-parameter buffer lists, the learning rate and step
  * counter as host state), the learning rate entries, the momentum a
- * scheduler may cycle (host state too) and its entries, the checks every step
+ * scheduler may cycle (host state too, held to its option's range) and its
+ * entries, the momentum buffers a scheduler may bring, the checks every step
  * makes before it touches a parameter, and the check of the state a
  * checkpoint restores. Their options' ranges are declared in their option
  * tables and enforced by the host (ABI 1.4), so nothing here checks them.
@@ -14,8 +15,10 @@
 #define LOOPKIT_PLUGINS_OPTIM_COMMON_H
 
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <loopkit/loopkit.h>
 
@@ -34,6 +37,11 @@ typedef struct optim_common {
   /* [1] f64, host state: what a scheduler cycles (torch's momentum, or
    * beta1 of the adam family), read at every step; NULL: none. */
   lk_tensor *momentum;
+  /* What it may be: >= 0 and below momentum_below, the range its option
+   * momentum_option declares (torch's check in create). A scheduler's value
+   * and a checkpoint's are held to it too. */
+  double momentum_below;
+  const char *momentum_option;
   size_t n;         /* parameters at create time */
   lk_tensor **bufs; /* lists x n per-parameter buffers, in one block */
 } optim_common;
@@ -146,12 +154,16 @@ static inline void optim_set_lr(void *self, double lr) {
 }
 
 /* The host state NAME ("momentum", "beta1") = VALUE, which get_momentum
- * and set_momentum (ABI 1.5) reach. It exists whatever the headers, so
- * that a build against older ones writes the same checkpoints. On failure
- * the caller destroys C. */
+ * and set_momentum (ABI 1.5) reach, from option OPTION (VALUE in its range
+ * [0, BELOW): BELOW 1 for betas, INFINITY for a momentum). It exists
+ * whatever the headers, so that a build against older ones writes the same
+ * checkpoints. On failure the caller destroys C. */
 static inline int optim_add_momentum(optim_common *c, const char *name,
-                                     double value) {
+                                     double value, const char *option,
+                                     double below) {
   size_t one = 1;
+  c->momentum_below = below;
+  c->momentum_option = option;
   int rc = lk_host_add_state(c->host, name, LK_F64, 1, &one, &c->momentum);
   if (rc == 0)
     *(double *)c->momentum->data = value;
@@ -160,34 +172,6 @@ static inline int optim_add_momentum(optim_common *c, const char *name,
 
 static inline double optim_get_momentum(void *self) {
   return *(const double *)((const optim_common *)self)->momentum->data;
-}
-
-static inline void optim_set_momentum(void *self, double momentum) {
-  *(double *)((optim_common *)self)->momentum->data = momentum;
-}
-
-/* An optimizer created with momentum = 0 keeps no momentum buffers (sgd,
- * rmsprop), so a momentum other than 0 is a state it cannot step from:
- * the step refuses it when a scheduler sets it (LK_ECONFIG: the config is
- * at fault), check_state when a checkpoint holds it (LK_EFORMAT). One
- * check, so that a checkpoint the resume accepts is one that trains. */
-static inline int optim_check_momentum_kept(const optim_common *c, bool buffers,
-                                            const char *plugin, int code) {
-  double m = optim_get_momentum((void *)c);
-  if (m == 0 || buffers)
-    return 0;
-  if (code == LK_EFORMAT)
-    return lk_fail(c->host, code,
-                   "state %s[0] = %g in the checkpoint, but %s was created "
-                   "with momentum = 0 and so keeps no momentum buffers to "
-                   "step with: expected 0",
-                   c->momentum->name, m, plugin);
-  return lk_fail(c->host, code,
-                 "momentum is %g (set by a scheduler), but %s was created "
-                 "with momentum = 0 and so keeps no momentum buffers: give "
-                 "it momentum > 0 (the scheduler sets the value it starts "
-                 "from)",
-                 m, plugin);
 }
 
 /* Before a step touches anything: the parameters are those of create, and
@@ -267,15 +251,125 @@ static inline void optim_scatter(lk_tensor *const *p, size_t np,
 }
 
 #if LK_ABI_MINOR >= 4
+/* The momentum's range as the option tables write it: "[0, 1)". */
+static inline const char *optim_momentum_range(const optim_common *c, char *buf,
+                                               size_t len) {
+  if (isinf(c->momentum_below))
+    snprintf(buf, len, "[0, inf)");
+  else
+    snprintf(buf, len, "[0, %.17g)", c->momentum_below);
+  return buf;
+}
+
+/* M is refused where create refuses its option's value (torch's check):
+ * a scheduler that sets beta1 = 1 fails as a config with betas = 1,0.999
+ * would, and a checkpoint that holds it is one no run can write. CODE:
+ * LK_EINVAL for a value set, LK_EFORMAT for a checkpoint's. */
+static inline int optim_check_momentum(const optim_common *c, double m,
+                                       int code) {
+  if (m >= 0 && m < c->momentum_below)
+    return 0;
+  char range[64];
+  optim_momentum_range(c, range, sizeof range);
+  if (code == LK_EFORMAT)
+    return lk_fail(c->host, code,
+                   "state %s[0] = %.17g: expected a number in %s (the range "
+                   "of option %s.%s)",
+                   c->momentum->name, m, range, lk_host_name(c->host),
+                   c->momentum_option);
+  return lk_fail(c->host, code,
+                 "%s = %.17g: %s takes a %s in %s only (the range of its "
+                 "option %s)",
+                 c->momentum->name, m, lk_host_name(c->host),
+                 strrchr(c->momentum->name, '.') + 1, range,
+                 c->momentum_option);
+}
+
+/* set_momentum of an optimizer whose every value is usable as it is (the
+ * adam family: beta1). */
+static inline int optim_set_momentum(void *self, double momentum) {
+  optim_common *c = self;
+  int rc = optim_check_momentum(c, momentum, LK_EINVAL);
+  if (rc == 0)
+    *(double *)c->momentum->data = momentum;
+  return rc;
+}
+
+/* set_momentum of an optimizer that keeps momentum buffers only when it
+ * may need them (sgd, rmsprop: torch makes them at a step that has a
+ * momentum): created with momentum = 0 it has none, unless a scheduler
+ * drives the momentum. Such a scheduler sets it in its create, as torch's
+ * OneCycleLR and CyclicLR do in their constructors, while the host still
+ * takes state: MAKE then adds the buffers, and *KEPT records it, whatever
+ * the value (a cycle may start at 0). Once the tables are sealed nothing
+ * can be added: a momentum other than 0 is refused without buffers. */
+static inline int optim_set_momentum_kept(optim_common *c, double momentum,
+                                          bool *kept,
+                                          int (*make)(optim_common *c)) {
+  int rc = optim_check_momentum(c, momentum, LK_EINVAL);
+  if (rc == 0 && !*kept) {
+    rc = make(c);
+    if (rc == 0)
+      *kept = true;
+    else if (rc == LK_ESTATE && momentum == 0)
+      rc = 0; /* the run is set up: a momentum of 0 needs no buffers */
+    else if (rc == LK_ESTATE)
+      rc = lk_fail(c->host, LK_ECONFIG,
+                   "momentum %g set while the run trains, but %s was "
+                   "created with momentum = 0 and nothing set its momentum "
+                   "while the run was set up, so it keeps no momentum "
+                   "buffers: a scheduler that cycles the momentum sets it "
+                   "in its create (as onecycle and cyclic do), or give %s "
+                   "momentum > 0",
+                   momentum, lk_host_name(c->host), lk_host_name(c->host));
+  }
+  if (rc == 0)
+    *(double *)c->momentum->data = momentum;
+  return rc;
+}
+
+/* For check_state, without buffers (created with momentum = 0, and no
+ * scheduler drives the momentum): a momentum other than 0 is one no run of
+ * this config can write. */
+static inline int optim_check_no_buffers(const optim_common *c) {
+  double m = optim_get_momentum((void *)c);
+  if (m == 0)
+    return 0;
+  return lk_fail(c->host, LK_EFORMAT,
+                 "state %s[0] = %g in the checkpoint, but %s was created "
+                 "with momentum = 0 and no scheduler drives its momentum, "
+                 "so it keeps no momentum buffers to step with: expected 0",
+                 c->momentum->name, m, lk_host_name(c->host));
+}
+
+/* For check_state: momentum buffers that must still be as the host made
+ * them (zero: BUF[i] of the C->n parameters), because FLAG (its name for
+ * the messages) says no step has filled them yet. */
+static inline int optim_check_unfilled(const optim_common *c,
+                                       lk_tensor *const *buf,
+                                       const lk_tensor *flag) {
+  for (size_t i = 0; i < c->n; i++)
+    for (size_t k = 0; k < buf[i]->numel; k++) {
+      double v = buf[i]->dtype == LK_F64 ? ((const double *)buf[i]->data)[k]
+                                         : ((const float *)buf[i]->data)[k];
+      if (v != 0)
+        return lk_fail(c->host, LK_EFORMAT,
+                       "state %s[%zu] = %.17g, but %s[0] = 0 says no step "
+                       "has made the momentum buffers yet: expected 0",
+                       buf[i]->name, k, v, flag->name);
+    }
+  return 0;
+}
+
 /* For check_state: a rate >= 0, when kept, a whole step count, and a
- * momentum as lk_host_set_momentum takes it (finite, >= 0: what a
- * scheduler may have set, not only what the options allow). */
+ * momentum in its option's range (what set_momentum takes from a
+ * scheduler, too). */
 static inline int optim_check_state(const optim_common *c) {
   int rc = lk_state_check(c->host, c->lr, 0, DBL_MAX, false);
   if (rc == 0 && c->step)
     rc = lk_state_check(c->host, c->step, 0, LK_STATE_MAX_COUNT, true);
   if (rc == 0 && c->momentum)
-    rc = lk_state_check(c->host, c->momentum, 0, DBL_MAX, false);
+    rc = optim_check_momentum(c, optim_get_momentum((void *)c), LK_EFORMAT);
   return rc;
 }
 

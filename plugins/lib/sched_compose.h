@@ -6,6 +6,7 @@
 #ifndef LOOPKIT_SCHED_COMPOSE_H
 #define LOOPKIT_SCHED_COMPOSE_H
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,21 @@ static inline int compose_children(lk_host *host, char *const *names, size_t n,
   }
   *out = children;
   return 0;
+}
+
+/* For check_state: the step count of CHILD, its last_epoch (checked by its
+ * own check_state, which runs first), in *OUT and its tensor in *T; false
+ * when it keeps none (a chained, a foreign scheduler): nothing to hold it
+ * to. */
+static inline bool compose_last_epoch(const lk_scheduler *child, double *out,
+                                      const lk_tensor **t) {
+  const lk_tensor *e = lk_scheduler_state(child, "last_epoch");
+  if (!e || e->numel != 1 || (e->dtype != LK_F64 && e->dtype != LK_F32))
+    return false;
+  *out = e->dtype == LK_F64 ? *(const double *)e->data
+                            : (double)*(const float *)e->data;
+  *t = e;
+  return true;
 }
 
 #endif

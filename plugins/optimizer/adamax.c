@@ -49,7 +49,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->maximize = lk_opt_bool(o, "maximize");
   s->exp_avg = s->c.bufs;
   s->exp_inf = s->c.bufs + s->c.n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0]);
+  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
   if (rc == 0)
     rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
   if (rc == 0)

@@ -16,7 +16,6 @@
  *
  * beta1 is host state that a scheduler may change (ABI 1.5's set_momentum,
  * as torch's OneCycleLR sets group['betas']), read at every step. */
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -60,7 +59,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->exp_avg = s->c.bufs;
   s->exp_avg_sq = s->c.bufs + s->c.n;
   size_t one = 1;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0]);
+  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
   if (rc == 0)
     rc = lk_host_add_state(host, "mu_product", LK_F32, 1, &one, &s->mu_product);
   if (rc == 0)
@@ -78,15 +77,16 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 }
 
 /* A checkpoint's values: the rate, beta1, torch's float32 step count, a
- * product of momentum caches, never negative, and second moments, never
- * negative either (the update takes their square roots). */
+ * product of momentum caches in [0, 1] (1 before the first step, then
+ * times each step's beta1 * (1 - 0.5 * 0.96^...), beta1 < 1), and second
+ * moments, never negative (the update takes their square roots). */
 static int check_state(void *self) {
   nadam *s = self;
   int rc = optim_check_state(&s->c);
   if (rc == 0)
     rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
   if (rc == 0)
-    rc = lk_state_check(s->c.host, s->mu_product, 0, DBL_MAX, false);
+    rc = lk_state_check(s->c.host, s->mu_product, 0, 1, false);
   return rc ? rc : optim_check_squares(&s->c, s->exp_avg_sq);
 }
 

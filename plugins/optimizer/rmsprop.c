@@ -13,9 +13,14 @@
  * The momentum is host state that a scheduler may change (ABI 1.5's
  * set_momentum, as torch's OneCycleLR sets group['momentum']), read at
  * every step; a step with momentum 0 leaves the buffers alone, as torch's.
- * As in torch, whose first step creates the buffers only if the momentum
- * is > 0 then (and fails on a later one that needs them), rmsprop created
- * with momentum = 0 keeps none, and refuses a step with momentum > 0. */
+ * Torch's first step makes the buffers, zero, only if the momentum is > 0
+ * then, whatever it was at create, and a later step with momentum > 0
+ * without them raises KeyError: 'momentum_buffer'. Host state exists from
+ * setup on, so the buffers are made when they may be needed (at create
+ * with momentum > 0, or when a scheduler sets the momentum in its create,
+ * as onecycle and cyclic do), and has_momentum_buffer records what the
+ * first step decided: 1, torch's state holds them; 0 after a first step
+ * with momentum 0, and a step with momentum > 0 then fails as torch's. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -27,12 +32,24 @@ typedef struct rmsprop {
   optim_common c; /* lr, step (as torch counts), momentum */
   double alpha, eps, weight_decay;
   bool centered, maximize;
-  bool kept; /* created with momentum > 0: momentum_buffer exists */
+  bool kept; /* momentum_buffer and has_momentum_buffer exist */
   /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's: momentum_buffer only with momentum > 0, grad_avg only when
+   * torch's: momentum_buffer only once made (kept), grad_avg only when
    * centered. */
   lk_tensor **square_avg, **momentum_buffer, **grad_avg;
+  /* [1] host state, with the buffers: 1 once the first step had momentum
+   * > 0 (torch's state holds momentum_buffer). */
+  lk_tensor *has_buffer;
 } rmsprop;
+
+/* The momentum buffers, zero, and has_momentum_buffer = 0, as host state. */
+static int make_buffers(optim_common *c) {
+  rmsprop *s = (rmsprop *)c;
+  size_t one = 1;
+  int rc = lk_host_add_state(c->host, "has_momentum_buffer", LK_F64, 1, &one,
+                             &s->has_buffer);
+  return rc ? rc : optim_param_states(c, "momentum_buffer", s->momentum_buffer);
+}
 
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
@@ -53,12 +70,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->momentum_buffer = s->c.bufs + n;
   s->grad_avg = s->c.bufs + 2 * n;
   double momentum = lk_opt_double(o, "momentum");
-  s->kept = momentum > 0;
-  rc = optim_add_momentum(&s->c, "momentum", momentum);
+  rc = optim_add_momentum(&s->c, "momentum", momentum, "momentum", INFINITY);
   if (rc == 0)
     rc = optim_param_states(&s->c, "square_avg", s->square_avg);
-  if (rc == 0 && s->kept)
-    rc = optim_param_states(&s->c, "momentum_buffer", s->momentum_buffer);
+  if (rc == 0 && momentum > 0 && (rc = make_buffers(&s->c)) == 0)
+    s->kept = true;
   if (rc == 0 && s->centered)
     rc = optim_param_states(&s->c, "grad_avg", s->grad_avg);
   if (rc != 0) {
@@ -69,14 +85,41 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-/* A checkpoint's values: the rate, the step count, the momentum, and
- * square averages that are never negative. */
+/* A checkpoint's values: the rate, the step count, the momentum (0
+ * without buffers), square averages that are never negative, and the
+ * buffers' flag: 0 before the first step, and with buffers no step has
+ * filled. A first step without buffers and a momentum > 0 now is a state
+ * the run that wrote it could not step from either (torch's KeyError):
+ * refused here, so that a checkpoint the resume accepts is one that
+ * trains. */
 static int check_state(void *self) {
   rmsprop *s = self;
   int rc = optim_check_state(&s->c);
   if (rc == 0)
-    rc = optim_check_momentum_kept(&s->c, s->kept, "rmsprop", LK_EFORMAT);
-  return rc ? rc : optim_check_squares(&s->c, s->square_avg);
+    rc = optim_check_squares(&s->c, s->square_avg);
+  if (rc != 0 || !s->kept)
+    return rc ? rc : optim_check_no_buffers(&s->c);
+  double steps = ((const double *)s->c.step->data)[0];
+  rc = lk_state_check(s->c.host, s->has_buffer, 0, steps > 0 ? 1 : 0, true);
+  if (rc != 0 || ((const double *)s->has_buffer->data)[0] != 0)
+    return rc;
+  rc = optim_check_unfilled(&s->c, s->momentum_buffer, s->has_buffer);
+  double m = optim_get_momentum(s);
+  if (rc == 0 && steps > 0 && m > 0)
+    rc = lk_fail(s->c.host, LK_EFORMAT,
+                 "state %s[0] = %g, but %s[0] = 0 says the first step had "
+                 "momentum 0 and so made no momentum buffer, as torch's "
+                 "RMSprop makes it only at a first step with momentum > 0: "
+                 "the next step cannot run (torch raises KeyError: "
+                 "'momentum_buffer' there)",
+                 s->c.momentum->name, m, s->has_buffer->name);
+  return rc;
+}
+
+/* A scheduler's momentum: the buffers made if it comes during setup. */
+static int set_momentum(void *self, double momentum) {
+  rmsprop *s = self;
+  return optim_set_momentum_kept(&s->c, momentum, &s->kept, make_buffers);
 }
 
 /* One parameter in double, with momentum M; buf is NULL without momentum,
@@ -145,11 +188,23 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   int rc = optim_check_params(&s->c, params, n, s->square_avg);
   if (rc != 0)
     return rc;
-  rc = optim_check_momentum_kept(&s->c, s->kept, "rmsprop", LK_ECONFIG);
-  if (rc != 0)
-    return rc;
   double m = optim_get_momentum(s);
-  ((double *)s->c.step->data)[0] += 1;
+  double *steps = s->c.step->data;
+  if (m > 0 && !s->kept) /* set_momentum and check_state refuse it */
+    return lk_fail(s->c.host, LK_ESTATE, "momentum %g without momentum buffers",
+                   m);
+  double *has_buffer = s->kept ? s->has_buffer->data : NULL;
+  if (m > 0 && *steps == 0)
+    *has_buffer = 1; /* torch's state is made now, with momentum_buffer */
+  else if (m > 0 && *has_buffer == 0)
+    return lk_fail(s->c.host, LK_ECONFIG,
+                   "momentum %g at step %.17g, but the first step had "
+                   "momentum 0 and so made no momentum buffer, as torch's "
+                   "RMSprop makes it only at a first step with momentum > 0 "
+                   "(it raises KeyError: 'momentum_buffer' here): start the "
+                   "momentum above 0 (a scheduler's first value)",
+                   m, *steps + 1);
+  *steps += 1;
   for (size_t i = 0; i < n; i++) {
     lk_tensor *p = params[i];
     void *buf = m > 0 ? s->momentum_buffer[i]->data : NULL;
@@ -182,12 +237,12 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
-    .get_lr = optim_get_lr,
-    .set_lr = optim_set_lr,
-    .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum};
+static const lk_optimizer_ops optimizer_ops = {.step = step,
+                                               .get_lr = optim_get_lr,
+                                               .set_lr = optim_set_lr,
+                                               .get_momentum =
+                                                   optim_get_momentum,
+                                               .set_momentum = set_momentum};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

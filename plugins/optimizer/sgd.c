@@ -5,10 +5,12 @@
  * The momentum is host state that a scheduler may change (ABI 1.5's
  * set_momentum, as torch's OneCycleLR sets group['momentum']), read at
  * every step. As torch, a step with momentum 0 leaves the buffers alone,
- * and the first step with momentum != 0 fills them with d_p. Torch creates
- * them then; loopkit's host state exists from create on, so sgd created
- * with momentum = 0 keeps none, and refuses a step after a scheduler has
- * made the momentum non-zero (give it momentum > 0 to begin with).
+ * and the first step with momentum != 0 fills them with d_p (torch creates
+ * them then, as copies of d_p). Host state exists from setup on, so the
+ * buffers are made when they may be needed: at create with momentum != 0,
+ * or when a scheduler sets the momentum in its create (onecycle, cyclic),
+ * even over sgd created with momentum = 0; "initialized" says whether a
+ * step has filled them yet, so that a resume across that step is exact.
  *
  * The iterates match torch's to the last bit: where torch's CPU kernels fuse
  * (a.add_(b, alpha=s) is fma(s, b, a); a.mul_(m).add_(b, alpha=k) is
@@ -47,12 +49,22 @@ static bool cpu_has_avx2_fma(void) {
 #endif
 
 typedef struct sgd {
-  optim_common c; /* lr, momentum; bufs: the buffers, with momentum only */
+  optim_common c; /* lr, momentum; bufs: the buffers, once made */
   double dampening, weight_decay;
   bool nesterov, maximize;
   bool avx2;              /* the float loop may use AVX2 and FMA */
+  bool kept;              /* the buffers and initialized exist */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
 } sgd;
+
+/* The momentum buffers, zero, and initialized = 0, as host state. */
+static int make_buffers(optim_common *c) {
+  sgd *s = (sgd *)c;
+  size_t one = 1;
+  int rc = lk_host_add_state(c->host, "initialized", LK_F64, 1, &one,
+                             &s->initialized);
+  return rc ? rc : optim_param_states(c, "momentum_buffer", c->bufs);
+}
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   double momentum = lk_opt_double(o, "momentum");
@@ -67,10 +79,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                    "dampening = 0 (got momentum = %g, dampening = %g)",
                    momentum, dampening);
   /* torch keeps no buffer without momentum; with it, the buffers are host
-   * state so that a resumed run continues with them. */
+   * state so that a resumed run continues with them. Room for them in any
+   * case: a scheduler may make them (set_momentum). */
   void *mem = NULL;
-  int rc = optim_new(host, sizeof(sgd), momentum != 0, lk_opt_double(o, "lr"),
-                     false, &mem);
+  int rc = optim_new(host, sizeof(sgd), 1, lk_opt_double(o, "lr"), false, &mem);
   if (rc != 0)
     return rc;
   sgd *s = mem;
@@ -81,14 +93,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 #ifdef SGD_AVX2
   s->avx2 = cpu_has_avx2_fma();
 #endif
-  rc = optim_add_momentum(&s->c, "momentum", momentum);
-  if (rc == 0 && momentum != 0) {
-    size_t one = 1;
-    rc = lk_host_add_state(host, "initialized", LK_F64, 1, &one,
-                           &s->initialized);
-    if (rc == 0)
-      rc = optim_param_states(&s->c, "momentum_buffer", s->c.bufs);
-  }
+  rc = optim_add_momentum(&s->c, "momentum", momentum, "momentum", INFINITY);
+  if (rc == 0 && momentum != 0 && (rc = make_buffers(&s->c)) == 0)
+    s->kept = true;
   if (rc != 0) {
     optim_destroy(s);
     return rc;
@@ -98,15 +105,25 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 }
 
 #if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
-/* A checkpoint's values: a rate, a momentum and a flag. */
+/* A checkpoint's values: a rate, a momentum (0 without buffers), a flag,
+ * and buffers that no step has filled yet while it is 0. */
 static int check_state(void *self) {
   sgd *s = self;
   int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = optim_check_momentum_kept(&s->c, s->initialized, "sgd", LK_EFORMAT);
-  if (rc == 0 && s->initialized)
-    rc = lk_state_check(s->c.host, s->initialized, 0, 1, true);
+  if (rc != 0 || !s->kept)
+    return rc ? rc : optim_check_no_buffers(&s->c);
+  rc = lk_state_check(s->c.host, s->initialized, 0, 1, true);
+  if (rc == 0 && ((const double *)s->initialized->data)[0] == 0)
+    rc = optim_check_unfilled(&s->c, s->c.bufs, s->initialized);
   return rc;
+}
+#endif
+
+#if LK_ABI_MINOR >= 5
+/* A scheduler's momentum: the buffers made if it comes during setup. */
+static int set_momentum(void *self, double momentum) {
+  sgd *s = self;
+  return optim_set_momentum_kept(&s->c, momentum, &s->kept, make_buffers);
 }
 #endif
 
@@ -207,13 +224,13 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   sgd *s = self;
   if (closure && !isfinite(closure()))
     return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->c.bufs);
-  if (rc != 0)
-    return rc;
-  rc = optim_check_momentum_kept(&s->c, s->initialized, "sgd", LK_ECONFIG);
+  int rc = optim_check_params(&s->c, params, n, s->kept ? s->c.bufs : NULL);
   if (rc != 0)
     return rc;
   double m = optim_get_momentum(s);
+  if (m != 0 && !s->kept) /* set_momentum and check_state refuse it */
+    return lk_fail(s->c.host, LK_ESTATE, "momentum %g without momentum buffers",
+                   m);
   /* torch creates each buffer as a copy of d_p at the first step with
    * momentum != 0. */
   bool first = m != 0 && ((double *)s->initialized->data)[0] == 0;
@@ -250,7 +267,7 @@ static const lk_optimizer_ops optimizer_ops = {
     .set_lr = optim_set_lr,
 #if LK_ABI_MINOR >= 5 /* tests/abi builds this file with older headers */
     .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum,
+    .set_momentum = set_momentum,
 #endif
 };
 

@@ -23,6 +23,7 @@
 #include "scheduler_common.h"
 
 typedef struct chained {
+  lk_host *host;
   lk_interval interval;
   lk_scheduler **children;
   size_t n;
@@ -38,6 +39,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   chained *s = calloc(1, sizeof *s);
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
+  s->host = host;
   s->interval = sched_interval(o);
   char **names = NULL;
   int rc = compose_names(host, o, "schedulers", &names, &s->n);
@@ -64,6 +66,30 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return 0;
 }
 
+/* A checkpoint's children: chained steps every one at every step, so
+ * their step counts are equal (each child's own range was checked
+ * first). */
+static int check_state(void *self) {
+  chained *s = self;
+  const lk_tensor *first = NULL, *t;
+  double e0 = 0, e;
+  for (size_t i = 0; i < s->n; i++) {
+    if (!compose_last_epoch(s->children[i], &e, &t))
+      continue;
+    if (!first) {
+      first = t;
+      e0 = e;
+    } else if (e != e0) {
+      return lk_fail(s->host, LK_EFORMAT,
+                     "state %s[0] = %.17g is out of step with %s[0] = %.17g: "
+                     "chained steps all its schedulers at every step, so "
+                     "their last_epoch are equal",
+                     t->name, e, first->name, e0);
+    }
+  }
+  return 0;
+}
+
 static const lk_option options[] = {
     {"schedulers", LK_OPT_STRING, NULL,
      "list of chained schedulers, as named instances NAME:PLUGIN (options "
@@ -85,4 +111,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = destroy,
     .scheduler = &scheduler_ops,
+    .check_state = check_state,
 };

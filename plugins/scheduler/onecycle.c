@@ -62,18 +62,20 @@ static int apply(onecycle *s, int64_t step_num) {
                        "zero here; change pct_start or total_steps",
                        i + 1, (long long)step_num, s->phases[0].end_step + 1);
       double pct = (t - start_step) / len;
+      /* Past the cycle (step total_steps, which no step of it uses) linear
+       * annealing overshoots min_lr and may go below 0 (the momentum too,
+       * when max_momentum < base_momentum), which torch sets and the host
+       * refuses: 0 instead. */
+      bool past = step_num == s->total_steps;
       if (s->cycle_momentum) {
-        int rc =
-            lk_host_set_momentum(s->c.host, anneal(s, s->momentum[p->start_m],
-                                                   s->momentum[p->end_m], pct));
+        double m =
+            anneal(s, s->momentum[p->start_m], s->momentum[p->end_m], pct);
+        int rc = lk_host_set_momentum(s->c.host, m < 0 && past ? 0 : m);
         if (rc != 0)
           return rc;
       }
       double lr = anneal(s, s->rate[p->start_lr], s->rate[p->end_lr], pct);
-      /* Past the cycle (step total_steps, which no step of it uses) linear
-       * annealing overshoots min_lr and may go below 0, which torch sets
-       * and the host refuses: 0 instead. */
-      if (lr < 0 && step_num == s->total_steps)
+      if (lr < 0 && past)
         lr = 0;
       return sched_set_lr(&s->c, lr);
     }
@@ -122,9 +124,13 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   double max_lr = lk_opt_double(o, "max_lr");
   double initial = max_lr / lk_opt_double(o, "div_factor");
   /* torch sets the group's initial_lr (which its base class's setdefault
-   * then keeps), and the momentum to max_momentum. */
+   * then keeps), and the momentum to max_momentum. base_momentum is set
+   * first, so that an optimizer that cannot take it (beta1 >= 1) refuses
+   * it now rather than at the cycle's peak. */
   if (rc == 0)
     rc = lk_host_set_initial_lr(host, initial);
+  if (rc == 0 && cycle_momentum)
+    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
   if (rc == 0 && cycle_momentum)
     rc = lk_host_set_momentum(host, lk_opt_double(o, "max_momentum"));
   void *mem = NULL;

@@ -152,9 +152,33 @@ int seqlr_create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
+/* A checkpoint's step count, and its children's in step with it: at
+ * last_epoch e, scheduler i (from milestone m_i, m_0 = 0, until m_i+1) has
+ * been restarted at m_i and stepped since, so its last_epoch is e - m_i,
+ * at most m_i+1 - 1 - m_i once the next one took over, and 0 before its
+ * milestone (its constructor's step). Each child's own range was checked
+ * first. */
 int seqlr_check_state(void *self) {
   seqlr *s = self;
-  return lk_state_check(s->host, s->last_epoch, 0, LK_STATE_MAX_COUNT, true);
+  int rc = lk_state_check(s->host, s->last_epoch, 0, LK_STATE_MAX_COUNT, true);
+  double e = *(const double *)s->last_epoch->data, got;
+  const lk_tensor *t;
+  for (size_t i = 0; rc == 0 && i < s->n; i++) {
+    if (!compose_last_epoch(s->children[i], &got, &t))
+      continue;
+    double from = i ? (double)s->milestones[i - 1] : 0;
+    double want = e < from ? 0 : e - from;
+    if (i + 1 < s->n && want > (double)s->milestones[i] - 1 - from)
+      want = (double)s->milestones[i] - 1 - from;
+    if (got != want)
+      rc = lk_fail(s->host, LK_EFORMAT,
+                   "state %s[0] = %.17g is out of step with %s[0] = %.17g: "
+                   "expected %.17g (sequential's scheduler %zu of %zu counts "
+                   "its steps from step %.17g %s)",
+                   t->name, got, s->last_epoch->name, e, want, i + 1, s->n,
+                   from, i + 1 < s->n ? "until the next milestone" : "on");
+  }
+  return rc;
 }
 
 /* torch's step: the scheduler of the interval last_epoch falls in, which

@@ -289,9 +289,20 @@ int lk_host_set_momentum(lk_host *host, double momentum) {
   const lk__instance *opt = driven_optimizer(host);
   const lk_optimizer_ops *ops = opt ? lk__momentum_ops(opt) : NULL;
   int rc = check_settable(host, opt, ops != NULL, "momentum", momentum);
-  if (rc == 0)
-    ops->set_momentum(opt->self, momentum);
-  return rc;
+  if (rc != 0)
+    return rc;
+  /* The optimizer may refuse a value outside its option's range (beta1 >=
+   * 1), or fail to make the buffers the momentum needs. */
+  uint64_t mark = lk__err_mark();
+  if (opt->minor < 6) { /* ABI 1.5's set_momentum returned nothing */
+    ((void (*)(void *, double))(void (*)(void))ops->set_momentum)(opt->self,
+                                                                  momentum);
+    return 0;
+  }
+  rc = ops->set_momentum(opt->self, momentum);
+  return rc ? lk__entry_failed(rc, mark, "set_momentum of optimizer %s",
+                               opt->label)
+            : 0;
 }
 
 double lk_host_initial_lr(lk_host *host) {
@@ -553,6 +564,21 @@ int lk_scheduler_restart(lk_scheduler *s, bool closed_form) {
   int rc = restart(in->self, closed_form);
   return rc ? lk__entry_failed(rc, mark, "restart of scheduler %s", in->label)
             : 0;
+}
+
+const lk_tensor *lk_scheduler_state(const lk_scheduler *s, const char *name) {
+  const lk__instance *in = (const lk__instance *)s;
+  if (!in || !name)
+    return NULL;
+  const lk__tensors *ts = &in->host.env->tensors;
+  size_t len = strlen(in->name);
+  for (size_t i = 0; i < ts->n_states; i++) {
+    const char *full = ts->states[i]->name; /* INSTANCE.NAME */
+    if (strncmp(full, in->name, len) == 0 && full[len] == '.' &&
+        strcmp(full + len + 1, name) == 0)
+      return ts->states[i];
+  }
+  return NULL;
 }
 
 int lk_host_evaluate(lk_host *host, const lk_batch *batch, double *loss) {

@@ -204,9 +204,10 @@ refused es loop.epoch_losses=5 "epoch_losses = 5 is more than the batches done"
 refused es rng=0 "random generator's state is all zero"
 refused es "sgd.lr[0]=-0.1" "state of plugin sgd: state sgd.lr\[0\] = -0.10000000000000001: expected a number in \[0,"
 refused es "sgd.momentum[0]=-0.5" "state of plugin sgd: state sgd.momentum\[0\] = -0.5: expected a number in \[0,"
-# Created with momentum = 0, sgd and rmsprop keep no momentum buffers: a
-# checkpoint with another momentum cannot train (found by fuzz_resume).
-refused es "sgd.momentum[0]=3e-316" "state sgd.momentum\[0\] = 3e-316 in the checkpoint, but sgd was created with momentum = 0 and so keeps no momentum buffers"
+# Created with momentum = 0 and no scheduler to drive it, sgd and rmsprop
+# keep no momentum buffers: a checkpoint with another momentum cannot
+# train (found by fuzz_resume).
+refused es "sgd.momentum[0]=3e-316" "state sgd.momentum\[0\] = 3e-316 in the checkpoint, but sgd was created with momentum = 0 and no scheduler drives its momentum, so it keeps no momentum buffers"
 refused es "early_stopping.has_best[0]=2" "state of plugin early_stopping: state early_stopping.has_best\[0\] = 2: expected a whole number in \[0, 1\]"
 refused es "early_stopping.wait[0]=0.5" "state early_stopping.wait\[0\] = 0.5: expected a whole number"
 
@@ -276,7 +277,7 @@ refused rp "reduce_on_plateau.best_inf[0]=3" "state reduce_on_plateau.best_inf\[
 refused rp "reduce_on_plateau.cooldown_counter[0]=9" "cooldown_counter\[0\] = 9: expected a whole number in \[0, 2\]"
 refused rp "rmsprop.square_avg.weight[1]=-0.5" "state rmsprop.square_avg.weight\[1\] = -0.5"
 refused rp "rmsprop.momentum[0]=-1" "state rmsprop.momentum\[0\] = -1"
-refused rp "rmsprop.momentum[0]=0.5" "state rmsprop.momentum\[0\] = 0.5 in the checkpoint, but rmsprop was created with momentum = 0"
+refused rp "rmsprop.momentum[0]=0.5" "state rmsprop.momentum\[0\] = 0.5 in the checkpoint, but rmsprop was created with momentum = 0 and no scheduler drives its momentum"
 
 # The new optimizers' state: counts (torch's float32 ones stop at 2^24),
 # averages of squares, ASGD's mu, NAdam's mu_product, Rprop's step sizes.

@@ -186,6 +186,37 @@ $TFE "$(events "$T/koptimizer_step_9")" | grep '^text' >"$T/texts"
 check "... and the config is logged again where the session starts (steps 0 and 6)" \
   sh -c "test \"\$(cut -d' ' -f2 '$T/texts' | tr '\n' ' ')\" = '0 6 '"
 
+# ---- what a resume keeps exact -----------------------------------------------
+# The promise (README, loopkit(1)): a run killed and resumed ends with the
+# uninterrupted run's parameters, every state tensor but the loggers'
+# (optimizer, scheduler, callbacks), the loop's state (progress, the
+# generator, the latest values) and metrics.csv, byte for byte. The
+# tensorboard logger's state is where the event file was: its offset, the
+# file's length, is larger after a resume, whose session begins with the
+# config's text summary again (and created, the second the file was begun,
+# differs between two runs). So last.ckpt differs in those 8 bytes and in
+# its CRC, and nowhere else.
+EDIT="python3 $LK_SRCDIR/tests/cli/ckpt_edit.py"
+LK_KILL=checkpoint_save/end:2 train "$T/base.ini" --out "$T/promise"
+train "$T/base.ini" --resume "$T/promise/checkpoints/last.ckpt"
+A=$T/ref/checkpoints/last.ckpt B=$T/promise/checkpoints/last.ckpt
+check "killed after its second checkpoint and resumed: the parameters are the uninterrupted run's" \
+  sh -c "test $st -eq 0 && '$LOOPKIT' dump '$A' >'$T/pa' && '$LOOPKIT' dump '$B' >'$T/pb' && cmp -s '$T/pa' '$T/pb'"
+$EDIT "$A" --dump >"$T/sa"
+$EDIT "$B" --dump >"$T/sb"
+check "... and so is every state tensor but the logger's (sgd's, step_lr's)" \
+  sh -c "grep -q '^sgd.lr' '$T/sa' && grep -q '^step_lr.last_epoch' '$T/sa' &&
+    grep -v '^tensorboard\.' '$T/sa' >'$T/sa.kept' && grep -v '^tensorboard\.' '$T/sb' >'$T/sb.kept' &&
+    cmp -s '$T/sa.kept' '$T/sb.kept'"
+check "... and metrics.csv" cmp -s "$T/ref/metrics.csv" "$T/promise/metrics.csv"
+$EDIT "$A" "$T/a0.ckpt" "tensorboard.offset[0]=0" "tensorboard.created[0]=0"
+$EDIT "$B" "$T/b0.ckpt" "tensorboard.offset[0]=0" "tensorboard.created[0]=0"
+check "... and the whole of last.ckpt but the logger's offset and created: loop state, generator, latest values, every tensor, byte for byte" \
+  cmp -s "$T/a0.ckpt" "$T/b0.ckpt"
+check "... where the offset is larger: the resumed session's config summary is in the event file too" \
+  sh -c "oa=\$(sed -n 's/^tensorboard.offset.0. //p' '$T/sa') && ob=\$(sed -n 's/^tensorboard.offset.0. //p' '$T/sb') &&
+    test \$ob -gt \$oa && test \$($TFE '$(events "$T/promise")' | grep -c '^text') -eq 2"
+
 # Killed at random moments with SIGKILL, up to 4 times, buffered events
 # (flush_secs 120, max_queue 10) and all, then finished.
 config crash <<INI

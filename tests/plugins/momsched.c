@@ -2,8 +2,9 @@
  * lk_host_set_momentum), for the tests of the optimizers' get_momentum and
  * set_momentum: before optimizer step k + 1 the momentum is
  * values[k mod n], k being the steps taken (global_step); create sets
- * values[0]. It keeps no state: what a resumed run continues with must
- * come from the optimizer's. */
+ * values[0], unless create = false (a scheduler that first sets the
+ * momentum while the run trains). It keeps no state: what a resumed run
+ * continues with must come from the optimizer's. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -34,7 +35,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     free(s);
     return lk_fail(host, LK_ECONFIG, "the optimizer has no momentum");
   }
-  int rc = apply(s, 0);
+  int rc = lk_opt_bool(o, "create") ? apply(s, 0) : 0;
   if (rc != 0) {
     free(s);
     return rc;
@@ -55,10 +56,11 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return apply(s, global_step);
 }
 
-static const lk_option options[] = {{"values", LK_OPT_DOUBLES, "0.9",
-                                     "the momentum before step k+1: values[k]",
-                                     NULL},
-                                    {NULL, 0, NULL, NULL, NULL}};
+static const lk_option options[] = {
+    {"values", LK_OPT_DOUBLES, "0.9", "the momentum before step k+1: values[k]",
+     NULL},
+    {"create", LK_OPT_BOOL, "true", "set values[0] at create", NULL},
+    {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_scheduler_ops scheduler_ops = {.step = step};
 
