@@ -246,7 +246,7 @@ static bool steps_done(const lk_run *run) {
 static bool more_to_train(const lk_run *run) {
   if (run->state.stopped || steps_done(run))
     return false;
-  return !lk__role(run, LK__KIND_DATA) ||
+  return !lk__role(run, LK__KIND_DATA) || run->loop.max_epochs < 0 ||
          run->state.progress.epoch < (uint64_t)run->loop.max_epochs;
 }
 

@@ -29,7 +29,7 @@
 /* ---- loopconfig.c: [loop] ------------------------------------------------ */
 
 typedef struct lk__loop_config {
-  int64_t max_epochs;
+  int64_t max_epochs; /* -1: no limit (max_steps bounds the run) */
   int64_t max_steps; /* -1: no limit */
   int64_t accumulate;
   double clip_val;

@@ -59,7 +59,7 @@ LK_API const char *lk_option_type_name(lk_option_type type);
 /* Where a training epoch is, for a host that draws a progress bar. */
 typedef struct lk_progress {
   uint64_t epoch;     /* 0-based */
-  int64_t max_epochs; /* 0 without a data plugin (no epochs) */
+  int64_t max_epochs; /* 0 without a data plugin (no epochs); -1: no limit */
   uint64_t batch;     /* batches of this epoch done (steps without data) */
   uint64_t n_batches; /* in this epoch; without data: max_steps */
   uint64_t global_step;

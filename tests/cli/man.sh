@@ -68,7 +68,9 @@ check "loopkit.ini(5) has every bundled plugin ($plugins) with the options inspe
   test -z "$bad"
 check "... which is more than a handful" test "$plugins" -ge 20
 
-# [loop]: names and defaults as the effective config of a run with none set.
+# [loop]: names and defaults as the effective config of a run with none set
+# (but max_steps, which rosenbrock needs, and max_epochs, which max_steps
+# makes -1).
 config defaults <<INI
 [loop]
 max_steps = 1
@@ -78,15 +80,17 @@ optimizer = sgd
 INI
 "$LOOPKIT" train "$T/defaults.ini" --out "$T/run" --quiet >/dev/null 2>&1
 awk '/^\[/ { on = ($0 == "[loop]"); next } on && NF { print $1 " " $3 }' \
-  "$T/run/config.ini" | grep -v '^max_steps ' | sort >"$T/loop.run"
+  "$T/run/config.ini" | grep -v '^max_steps \|^max_epochs ' | sort >"$T/loop.run"
 awk '$0 == ".SH \"[loop]\"" { on = 1; next } /^\.SH/ { on = 0 } on' \
   "$M/loopkit.ini.5" >"$T/sec"
 entries "$T/sec" | sed 's/^\([a-z_]*\) (.*, default \(.*\))$/\1 \2/' |
-  grep -v '^max_steps ' | sort >"$T/loop.man"
+  grep -v '^max_steps \|^max_epochs ' | sort >"$T/loop.man"
 check "loopkit.ini(5)'s [loop] keys and defaults are the effective config's" \
   cmp "$T/loop.run" "$T/loop.man"
-check "... all fourteen of them (max_steps, which the run sets, apart)" test "$(wc -l <"$T/loop.man")" -eq 13
+check "... all fourteen of them (max_steps and max_epochs apart)" test "$(wc -l <"$T/loop.man")" -eq 12
 check "... and max_steps" grep -q '^\\fBmax_steps\\fR (int, default \\-1)' "$M/loopkit.ini.5"
+check "... and max_epochs, 1 by default" grep -q '^\\fBmax_epochs\\fR (int, default 1)' "$M/loopkit.ini.5"
+check "... but -1 (no limit) in a run that sets max_steps alone" grep -qx 'max_epochs = -1' "$T/run/config.ini"
 
 # [plugins]: the roles the config checks accept.
 config badrole <<INI
