@@ -597,9 +597,11 @@ static void test_onecycle_past_total_steps(void **state) {
 
 static lk_config *small(const char *plugins, const char *sections) {
   char s[2048];
+  /* sgd's lr is required, as torch's. */
+  bool sgd = strstr(plugins, "optimizer = sgd") && !strstr(sections, "[sgd]");
   snprintf(s, sizeof s,
-           "[loop]\nmax_steps = 3\n[plugins]\nstep = lstsq\n%s\n%s\n", plugins,
-           sections);
+           "[loop]\nmax_steps = 3\n[plugins]\nstep = lstsq\n%s\n%s\n%s",
+           plugins, sections, sgd ? "[sgd]\nlr = 0.001\n" : "");
   return parse_config(s);
 }
 

@@ -85,6 +85,8 @@ n_val = 2
 batch_size = 2
 [tracecb]
 trace = $T/val.trace
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 4 steps' "validation with the 1.2 callback" -- train "$T/val.ini" --out "$T/val"
 check "on_validation_start (new in 1.2) reaches it before each validation" \
@@ -135,6 +137,8 @@ max_steps = 1
 [plugins]
 step = $A/probe_v12.so
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/predict12.ini" --out "$T/p12" --quiet >/dev/null 2>&1
 expect 2 'plugin probe \(the step\) has no predict_step \(ABI 1.4\)' \

@@ -77,6 +77,8 @@ max_steps = 1
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/defaults.ini" --out "$T/run" --quiet >/dev/null 2>&1
 awk '/^\[/ { on = ($0 == "[loop]"); next } on && NF { print $1 " " $3 }' \

@@ -146,6 +146,8 @@ data = synthetic
 shuffle = true
 n_train = 48
 batch_size = 4
+[sgd]
+lr = 0.001
 INI
 lr_sgd=0.05 lr_adam=0.05
 
@@ -248,6 +250,8 @@ path = $T/cls.csv
 batch_size = 4
 [mlp]
 layers = 3,16,3
+[sgd]
+lr = 0.001
 INI
 lr_sgd=0.1 lr_adam=0.01
 for opt in sgd adam; do
