@@ -223,7 +223,7 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
   lk__range r;
   if (minor >= 4 && o->choices &&
       (type == LK_OPT_INT || type == LK_OPT_DOUBLE || type == LK_OPT_DOUBLES) &&
-      lk__range_parse(o->choices, &r) != 0)
+      lk__option_range(o, &r) != 0)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s declares the range \"%s\", "
                    "which is not an interval such as [0, inf) or (0, 1]",

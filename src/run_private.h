@@ -30,7 +30,7 @@
 
 typedef struct lk__loop_config {
   int64_t max_epochs; /* -1: no limit (max_steps bounds the run) */
-  int64_t max_steps; /* -1: no limit */
+  int64_t max_steps;  /* -1: no limit */
   int64_t accumulate;
   double clip_val;
   int64_t clip_algorithm; /* LK__CLIP_NORM or LK__CLIP_VALUE */
@@ -198,6 +198,13 @@ int lk__resume(lk_run *run, const char *path, struct stat *st);
  * PATH (ABI 1.4's check_state; nothing for a plugin without one). Fails
  * with LK_EFORMAT, its message naming PATH and the plugin. */
 int lk__check_state(const lk__instance *in, const char *path);
+
+/* ---- auto.c -------------------------------------------------------------- */
+
+/* IN's options given as auto, made numbers before its create: a
+ * scheduler's length, the run's; a data plugin's size, the model's
+ * (env->prepare of a run). */
+int lk__auto_options(lk__env *env, lk__instance *in);
 
 /* ---- strategy.c: processes ----------------------------------------------- */
 

@@ -420,6 +420,7 @@ static int create(lk_run *run, const lk_config *cfg) {
   env->seed = (uint64_t)run->loop.seed;
   env->threads = lk__threads_resolve(run->loop.threads);
   env->src_cfg = cfg;
+  env->prepare = lk__auto_options;
   rc = lk__registry_create_all(env, lk__optim_create);
   env->src_cfg = NULL;
   env->tensors.sealed = true;

@@ -61,7 +61,14 @@ typedef enum lk_option_type {
  * notation ("[0, inf)", "(0, 1]", "[1, 16777216]"; NULL: any). The host
  * refuses a value outside it, naming the option and the range, before
  * create; a double (each value of a list) must also be finite unless the
- * range closes on an infinite bound ("(0, inf]"). */
+ * range closes on an infinite bound ("(0, inf]").
+ * An LK_OPT_INT whose range ends with " or auto" ("[1, inf) or auto") also
+ * takes the word auto, which the host makes a number before create: in a
+ * scheduler, the number of times it will step (the run's optimizer steps,
+ * or epochs at interval = epoch; a composite's child: its part of its
+ * parent's); in a data plugin, the model's (step plugin's) integer option
+ * of the same name. The plugin reads the number with lk_opt_int, and
+ * lk_opt_where then says "auto (...)"; the effective config records it. */
 typedef struct lk_option {
   const char *name;
   lk_option_type type;

@@ -53,4 +53,122 @@ expect 2 'loop.max_epochs = "0": expected an integer -1 \(no limit\) or >= 1' \
   "max_epochs = 0 is refused, naming what it accepts" \
   -- train "$T/budget.ini" --out "$T/b5" --set loop.max_epochs=0
 
+# ---- 2. schedule lengths follow the run ----
+
+# 32 samples in batches of 8: 4 steps an epoch, 3 epochs.
+config sched <<INI
+[loop]
+max_epochs = 3
+[plugins]
+step = linreg
+optimizer = sgd
+data = synthetic
+scheduler = cosine
+[synthetic]
+n_train = 32
+n_val = 0
+n_test = 0
+batch_size = 8
+[sgd]
+lr = 0.1
+[cosine]
+interval = step
+INI
+lrs() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "lr") k = i; next } { print $k }' "$1/metrics.csv" | tr '\n' ' '; }
+expect 0 'cosine: T_max = auto = 12 \(the run.s optimizer steps' \
+  "cosine's T_max defaults to auto: the run's 12 optimizer steps, printed at start" \
+  -- train "$T/sched.ini" --out "$T/s1"
+check "... written into config.ini as the number" grep -qx 'T_max = 12' "$T/s1/config.ini"
+train "$T/sched.ini" --out "$T/s1n" --set cosine.T_max=12
+check "... the same rates as T_max = 12 given" same "$(lrs "$T/s1")" "$(lrs "$T/s1n")"
+check "... the last step's rate is the cosine's last before eta_min" \
+  same "$(lrs "$T/s1" | awk '{ print $NF }')" 0.0017037086855465904
+expect 0 'cosine: T_max = auto = 5 ' "max_steps = 5 makes it 5" \
+  -- train "$T/sched.ini" --out "$T/s2" --set loop.max_steps=5
+expect 0 'cosine: T_max = auto = 20 ' "max_steps = 20 alone (no epoch limit): 20" \
+  -- train "$T/sched.ini" --out "$T/s2b" --set loop.max_steps=20 --set loop.max_epochs=-1
+expect 0 'cosine: T_max = auto = 6 ' "accumulate_grad_batches = 2: 6 optimizer steps" \
+  -- train "$T/sched.ini" --out "$T/s3" --set loop.accumulate_grad_batches=2
+expect 0 'cosine: T_max = auto = 3 \(the run.s epochs' "interval = epoch: the run's 3 epochs" \
+  -- train "$T/sched.ini" --out "$T/s4" --set cosine.interval=epoch
+expect 0 'note: --set cosine.T_max=100: cosine.T_max = 100 is past the run.s length: the scheduler steps 12 times' \
+  "a T_max past the run's length is noted at start" \
+  -- train "$T/sched.ini" --out "$T/s5" --set cosine.T_max=100
+expect 2 'option step_lr.step_size: expected an integer, got "auto"' \
+  "auto where an option does not take it is refused" \
+  -- train "$T/sched.ini" --out "$T/s6" --set plugins.scheduler=step_lr --set step_lr.step_size=auto
+expect 0 'linear_warmup: total_iters = auto = 3 \(the run.s epochs' \
+  "linear_warmup's total_iters takes auto (its default interval is epoch: 3)" \
+  -- train "$T/sched.ini" --out "$T/s7" --set plugins.scheduler=linear_warmup --set linear_warmup.total_iters=auto
+expect 0 'onecycle: total_steps = auto = 12 ' "onecycle's total_steps defaults to auto" \
+  -- train "$T/sched.ini" --out "$T/s8" --set plugins.scheduler=onecycle --set onecycle.max_lr=0.2 \
+  --set onecycle.cycle_momentum=false
+expect 2 'set total_steps = 0 \(torch.s None\) to use epochs \* steps_per_epoch' \
+  "... and refuses epochs and steps_per_epoch beside it, which it would override" \
+  -- train "$T/sched.ini" --out "$T/s9" --set plugins.scheduler=onecycle --set onecycle.max_lr=0.2 \
+  --set onecycle.cycle_momentum=false --set onecycle.epochs=3 --set onecycle.steps_per_epoch=4
+
+# A warm-up then cosine: each child its part of the run, split at the
+# milestone.
+config seq <<INI
+[loop]
+max_epochs = 3
+[plugins]
+step = linreg
+optimizer = sgd
+data = synthetic
+scheduler = lrs:sequential
+[synthetic]
+n_train = 32
+n_val = 0
+n_test = 0
+batch_size = 8
+[sgd]
+lr = 0.1
+[lrs]
+schedulers = warm:linear_warmup, main:cosine
+milestones = 4
+interval = step
+[warm]
+total_iters = auto
+INI
+"$LOOPKIT" train "$T/seq.ini" --out "$T/q1" >"$T/train.out" 2>&1
+check "sequential: the warm-up's total_iters = auto is its milestone, 4" \
+  grep -q 'warm:linear_warmup: total_iters = auto = 4 (its part of lrs:sequential.s 12, from 0 to 4)' "$T/train.out"
+check "... and the cosine's T_max the rest of the run, 8" \
+  grep -q 'main:cosine: T_max = auto = 8 (its part of lrs:sequential.s 12, from 4 to 12)' "$T/train.out"
+check "... both in config.ini" sh -c "grep -qx 'total_iters = 4' '$T/q1/config.ini' && grep -qx 'T_max = 8' '$T/q1/config.ini'"
+
+# Without data: max_steps.
+config nodata <<INI
+[loop]
+max_steps = 7
+[plugins]
+step = rosenbrock
+optimizer = sgd
+scheduler = cosine
+[sgd]
+lr = 0.0001
+[cosine]
+interval = step
+INI
+expect 0 'cosine: T_max = auto = 7 ' "without data: max_steps" -- train "$T/nodata.ini" --out "$T/n1"
+expect 2 'cosine.T_max = auto: the run has no epochs' "... and refused at interval = epoch, which never steps" \
+  -- train "$T/nodata.ini" --out "$T/n2" --set cosine.interval=epoch
+
+# Resume: the resumed run counts the same length, from the config or from
+# the run directory's config.ini (which has the number).
+sed -e 's/^max_epochs = 3$/max_epochs = 3\ncheckpoint_every_n_steps = 3/' \
+  -e 's/^scheduler = cosine$/scheduler = cosine\nprofiler = killer/' "$T/sched.ini" >"$T/kill.ini"
+train "$T/kill.ini" --out "$T/k-ref"
+LK_KILL=checkpoint_save/end:2 train "$T/kill.ini" --out "$T/k1"
+check "killed after its second checkpoint (step 6 of 12)" same "$(steps "$T/k1")" 6
+train "$T/kill.ini" --resume "$T/k1/checkpoints/last.ckpt"
+check "... resumed from the config: the same bits and metrics.csv as the uninterrupted run" \
+  sh -c "cmp -s '$T/k-ref/metrics.csv' '$T/k1/metrics.csv' && cmp -s '$T/k-ref/checkpoints/last.ckpt' '$T/k1/checkpoints/last.ckpt'"
+LK_KILL=checkpoint_save/end:2 train "$T/kill.ini" --out "$T/k2"
+"$LOOPKIT" train --resume "$T/k2" --quiet >"$T/train.out" 2>&1
+check "... and from the run directory (config.ini's T_max = 12)" \
+  sh -c "cmp -s '$T/k-ref/metrics.csv' '$T/k2/metrics.csv' && cmp -s '$T/k-ref/checkpoints/last.ckpt' '$T/k2/checkpoints/last.ckpt'"
+
 finish
