@@ -7,7 +7,8 @@
  *   the run's optimizer steps, or its epochs at interval = epoch, as
  *   Lightning's estimated_stepping_batches counts them; for a child of a
  *   composite, its part of its parent's: between its milestones under a
- *   parent that has them (sequential), the whole of it otherwise (chained).
+ *   parent that has them (sequential: from its milestone to the next, the
+ *   last to the run's end), the whole of it otherwise (chained).
  * - A data plugin's size that the model fixes (text's block_size) is the
  *   model's option of the same name (gpt's block_size).
  *
@@ -130,8 +131,8 @@ static int sched_span(lk_run *run, const lk__instance *in, span *out) {
     from = (int64_t)m[(i <= n_m ? i : n_m) - 1];
   if (i < n_m)
     to = (int64_t)m[i];
-  if (to > whole.len)
-    to = whole.len;
+  /* A child before the last runs to its milestone, which the config
+   * gives, even where the run ends first; the last runs to the end. */
   out->len = to > from ? to - from : 1;
   if (n_m == 0)
     snprintf(out->why, sizeof out->why, "all of %s's: %.160s", p->label,

@@ -198,14 +198,18 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
                    name, path, k, printable(buf, sizeof buf, o->name));
   snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
   int type;
-  memcpy(&type, &o->type, sizeof type); /* any value, not just the enum's */
-  int last = minor >= 4 ? LK_OPT_PATH : LK_OPT_DOUBLES; /* PATH: 1.4 */
+  memcpy(&type, &o->type, sizeof type);  /* any value, not just the enum's */
+  int last = minor >= 5   ? LK_OPT_PATHS /* PATHS: 1.5 */
+             : minor >= 4 ? LK_OPT_PATH  /* PATH: 1.4 */
+                          : LK_OPT_DOUBLES;
   if (type < LK_OPT_INT || type > last)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s has an unknown type %d "
                    "(LK_OPT_INT to %s are %d to %d)",
                    name, path, k, shown, type,
-                   last == LK_OPT_PATH ? "LK_OPT_PATH" : "LK_OPT_DOUBLES",
+                   last == LK_OPT_PATHS  ? "LK_OPT_PATHS"
+                   : last == LK_OPT_PATH ? "LK_OPT_PATH"
+                                         : "LK_OPT_DOUBLES",
                    LK_OPT_INT, last);
   if ((rc = check_option_string(ss, o->def, "default", k, shown, name, path)) !=
           0 ||

@@ -33,6 +33,7 @@ const char *lk_option_type_name(lk_option_type type) {
   case LK_OPT_ENUM: return "enum";
   case LK_OPT_DOUBLES: return "doubles";
   case LK_OPT_PATH: return "path";
+  case LK_OPT_PATHS: return "paths";
   }
   return "?";
 }
@@ -234,7 +235,8 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
       return lk__err(LK_ECONFIG, "expected true or false, got \"%s\"", text);
     break;
   case LK_OPT_STRING:
-  case LK_OPT_PATH: break; /* made absolute by the caller */
+  case LK_OPT_PATH:
+  case LK_OPT_PATHS: break; /* made absolute by the caller */
   case LK_OPT_ENUM:
     if (!enum_has(o->choices ? o->choices : "", text))
       return lk__err(LK_ECONFIG, "expected one of %s, got \"%s\"",
@@ -288,6 +290,50 @@ static bool is_host_key(const char *const *host_keys, const char *key) {
   return false;
 }
 
+/* LK_OPT_PATHS: each item of the comma list VALUE made absolute (as E's
+ * LK_OPT_PATH would be), trimmed, joined with commas into *OUT. */
+static int paths_abs(const lk_config *cfg, const lk_config_entry *e,
+                     const char *value, char **out) {
+  size_t cap = 1, used = 0;
+  char *joined = malloc(cap), *copy = lk__strdup(value), *save = NULL;
+  int rc = joined && copy ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (joined)
+    joined[0] = '\0';
+  for (char *t = rc ? NULL : strtok_r(copy, ",", &save); t && rc == 0;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ' || *t == '\t')
+      t++;
+    char *end = t + strlen(t);
+    while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+      *--end = '\0';
+    char *abs = NULL;
+    if (!*t || (rc = lk__config_abspath(cfg, e, t, &abs)) != 0) {
+      if (!*t)
+        rc = lk__err(LK_ECONFIG, "\"%s\": an empty item in a list of paths",
+                     value);
+      break;
+    }
+    size_t len = strlen(abs);
+    char *grown = realloc(joined, cap + len + 1);
+    if (!grown) {
+      free(abs);
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    joined = grown;
+    cap += len + 1;
+    used += (size_t)sprintf(joined + used, "%s%s", used ? "," : "", abs);
+    free(abs);
+  }
+  free(copy);
+  if (rc != 0) {
+    free(joined);
+    return rc;
+  }
+  *out = joined;
+  return 0;
+}
+
 int lk__options_parse(const lk_descriptor *desc, const char *section,
                       const lk_config *cfg, lk_options **out) {
   return lk__options_parse_in(desc, section, NULL, NULL, cfg, out);
@@ -337,6 +383,9 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
     char *abs = NULL;
     if (o->type == LK_OPT_PATH && (e || o->def) &&
         (rc = lk__config_abspath(cfg, e, e ? e->value : o->def, &abs)) != 0)
+      break;
+    if (o->type == LK_OPT_PATHS && (e || o->def) &&
+        (rc = paths_abs(cfg, e, e ? e->value : o->def, &abs)) != 0)
       break;
     if (!(v->where = lk__strdup(e ? e->where : "default"))) {
       free(abs);

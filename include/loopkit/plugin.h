@@ -51,7 +51,11 @@ typedef enum lk_option_type {
    * host makes it absolute before create: a relative path written in a
    * config file is relative to that file's directory, one given with --set
    * (or a default) to the current directory. Empty stays empty. */
-  LK_OPT_PATH
+  LK_OPT_PATH,
+  /* Since ABI 1.5 (before its release): a comma list of paths, each made
+   * absolute as LK_OPT_PATH's; read as a string, the items joined with
+   * commas. The plugin may take an item as a shell pattern (text does). */
+  LK_OPT_PATHS
 } lk_option_type;
 
 /* One declared option. def is the default as it would be written in a config

@@ -51,7 +51,7 @@ LK_API int lk_plugin_search_dirs(int (*each)(void *user, const char *dir,
 /* The installed plugin directory, compiled in. */
 LK_API const char *lk_plugin_dir(void);
 
-/* "int", "double", "bool", "string", "enum", "doubles", "path". */
+/* "int", "double", "bool", "string", "enum", "doubles", "path", "paths". */
 LK_API const char *lk_option_type_name(lk_option_type type);
 
 /* ---- runs --------------------------------------------------------------- */

@@ -171,4 +171,55 @@ LK_KILL=checkpoint_save/end:2 train "$T/kill.ini" --out "$T/k2"
 check "... and from the run directory (config.ini's T_max = 12)" \
   sh -c "cmp -s '$T/k-ref/metrics.csv' '$T/k2/metrics.csv' && cmp -s '$T/k-ref/checkpoints/last.ckpt' '$T/k2/checkpoints/last.ckpt'"
 
+# ---- 3. one context length; text reads several files ----
+
+mkdir "$T/corpus"
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "line %d of the first file, some text to read\n", i }' >"$T/corpus/a.txt"
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "and line %d of the second one, other words\n", i }' >"$T/corpus/b.txt"
+a_bytes=$(wc -c <"$T/corpus/a.txt" | tr -d ' ')
+b_bytes=$(wc -c <"$T/corpus/b.txt" | tr -d ' ')
+config lm <<INI
+[loop]
+max_steps = 3
+[plugins]
+step = gpt
+optimizer = adamw
+data = text
+[text]
+path = corpus/a.txt, corpus/b.txt
+batch_size = 2
+val_split = 0
+[gpt]
+n_layer = 1
+n_head = 2
+n_embd = 16
+block_size = 16
+INI
+expect 0 'text: block_size = auto = 16 \(the model gpt.s block_size\)' \
+  "text.block_size defaults to the model's (gpt's block_size = 16)" -- train "$T/lm.ini" --out "$T/l1"
+check "... and config.ini records it under [text]" \
+  sh -c "awk '/^\[/ { s = \$0 } s == \"[text]\" && /^block_size = 16$/' '$T/l1/config.ini' | grep -q ."
+check "... the paths relative to the config's directory, listed in order" \
+  grep -qx "path = $T/corpus/a.txt,$T/corpus/b.txt" "$T/l1/config.ini"
+expect 2 'block_size = 16, but the data.s samples are 32 tokens long' \
+  "a text.block_size the model cannot take stays an error" -- train "$T/lm.ini" --out "$T/l2" --set text.block_size=32
+expect 0 "text: $((a_bytes + b_bytes)) bytes from " "two files are read as one: every byte of both" \
+  -- train "$T/lm.ini" --out "$T/l3"
+expect 0 "text: $((a_bytes + b_bytes + 1)) bytes from " "separator = 10: a byte between them" \
+  -- train "$T/lm.ini" --out "$T/l4" --set text.separator=10
+expect 2 "vocab_size = 200, but the data.s tokens go up to 255" \
+  "... the separator's byte is in the data (255, past a vocab_size of 200)" \
+  -- train "$T/lm.ini" --out "$T/l5" --set text.separator=255 --set gpt.vocab_size=200
+train "$T/lm.ini" --out "$T/l6" --set "text.path=$T/corpus/*.txt"
+check "a shell pattern reads its matches in sorted order: the same run as a.txt, b.txt" \
+  cmp -s "$T/l1/checkpoints/last.ckpt" "$T/l6/checkpoints/last.ckpt"
+train "$T/lm.ini" --out "$T/l7" --set "text.path=$T/corpus/b.txt,$T/corpus/a.txt"
+check "... and the order given matters (b.txt, a.txt is another run)" \
+  sh -c "! cmp -s '$T/l1/checkpoints/last.ckpt' '$T/l7/checkpoints/last.ckpt'"
+expect 2 "path: no file matches $T/corpus/none\*.txt" "a pattern that matches nothing is refused" \
+  -- train "$T/lm.ini" --out "$T/l8" --set "text.path=$T/corpus/none*.txt"
+expect 2 "option text.block_size = auto.*the model \(step plugin mlp\) has no integer option block_size to take it from" \
+  "block_size = auto with a model that declares no context is refused, naming both" \
+  -- train "$T/lm.ini" --out "$T/l9" --set plugins.step=mlp
+
 finish
