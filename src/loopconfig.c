@@ -38,6 +38,11 @@
     NULL)                                                                      \
   X(val_every_n_epochs, val_every, LK_OPT_INT, "1", 1,                         \
     "validate after every N-th epoch (and after the last)", NULL)              \
+  X(val_check_interval, val_check, LK_OPT_INT, "0", 0,                         \
+    "also validate after every N-th optimizer step of an epoch (Lightning's "  \
+    "int form: training batches, without accumulation), in the epochs "        \
+    "val_every_n_epochs validates; 0: at the epoch's end only",                \
+    NULL)                                                                      \
   X(checkpoint_every_n_steps, ckpt_every, LK_OPT_INT, "0", 0,                  \
     "also write last.ckpt every N optimizer steps; 0: at each epoch's end "    \
     "and at the end of training",                                              \

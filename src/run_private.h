@@ -38,6 +38,7 @@ typedef struct lk__loop_config {
   bool manual;
   int64_t seed;
   int64_t val_every;
+  int64_t val_check; /* validate every N steps of an epoch too; 0: not */
   int64_t ckpt_every;
   int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
   int64_t log_every; /* steps between progress lines in the log */

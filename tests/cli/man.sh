@@ -89,7 +89,7 @@ entries "$T/sec" | sed 's/^\([a-z_]*\) (.*, default \(.*\))$/\1 \2/' |
   grep -v '^max_steps \|^max_epochs ' | sort >"$T/loop.man"
 check "loopkit.ini(5)'s [loop] keys and defaults are the effective config's" \
   cmp "$T/loop.run" "$T/loop.man"
-check "... all fourteen of them (max_steps and max_epochs apart)" test "$(wc -l <"$T/loop.man")" -eq 12
+check "... all fifteen of them (max_steps and max_epochs apart)" test "$(wc -l <"$T/loop.man")" -eq 13
 check "... and max_steps" grep -q '^\\fBmax_steps\\fR (int, default \\-1)' "$M/loopkit.ini.5"
 check "... and max_epochs, 1 by default" grep -q '^\\fBmax_epochs\\fR (int, default 1)' "$M/loopkit.ini.5"
 check "... but -1 (no limit) in a run that sets max_steps alone" grep -qx 'max_epochs = -1' "$T/run/config.ini"

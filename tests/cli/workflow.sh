@@ -222,4 +222,53 @@ expect 2 "option text.block_size = auto.*the model \(step plugin mlp\) has no in
   "block_size = auto with a model that declares no context is refused, naming both" \
   -- train "$T/lm.ini" --out "$T/l9" --set plugins.step=mlp
 
+# ---- 5. validation within an epoch: [loop] val_check_interval ----
+
+# 8 steps an epoch; a validation after steps 3 and 6 of each, and the
+# epoch's own after step 8.
+config valcheck <<INI
+[loop]
+max_epochs = 2
+val_check_interval = 3
+checkpoint_every_n_steps = 2
+[plugins]
+step = linreg
+optimizer = sgd
+data = synthetic
+profiler = killer
+[synthetic]
+n_train = 64
+n_val = 16
+n_test = 8
+batch_size = 8
+[sgd]
+lr = 0.05
+INI
+# val_steps DIR: the steps of metrics.csv's validation rows.
+val_steps() {
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "val_loss") k = i; next }
+    $k != "" { printf "%s ", $1 }' "$1/metrics.csv"
+}
+train "$T/valcheck.ini" --out "$T/vc"
+check "val_check_interval = 3: validations after steps 3 and 6 of each epoch, and at its end" \
+  same "$(val_steps "$T/vc")" "3 6 8 11 14 16 "
+train "$T/valcheck.ini" --out "$T/vc2" --set loop.val_every_n_epochs=2
+check "... only in the epochs val_every_n_epochs validates" same "$(val_steps "$T/vc2")" "11 14 16 "
+train "$T/valcheck.ini" --out "$T/vc3" --set loop.accumulate_grad_batches=2 --set loop.val_check_interval=2
+check "... counting optimizer steps: with accumulation 2, after every 2nd of the 4 an epoch" \
+  same "$(val_steps "$T/vc3")" "2 4 6 8 "
+for kill in validation:2 validation/end:4 validation:5 checkpoint_save/end:3 optimizer_step:10; do
+  rm -rf "$T/vck"
+  LK_KILL=$kill train "$T/valcheck.ini" --out "$T/vck"
+  train "$T/valcheck.ini" --resume "$T/vck/checkpoints/last.ckpt"
+  check "killed at $kill and resumed: the same bits and metrics.csv rows as the uninterrupted run" \
+    sh -c "cmp -s '$T/vc/metrics.csv' '$T/vck/metrics.csv' && cmp -s '$T/vc/checkpoints/last.ckpt' '$T/vck/checkpoints/last.ckpt'"
+done
+expect 0 'trained [0-9]+ steps' "early_stopping acts on a validation within an epoch" \
+  -- train "$T/valcheck.ini" --out "$T/vces" --set plugins.callbacks=early_stopping \
+  --set early_stopping.mode=max --set early_stopping.patience=1 --quiet
+check "... and stops after the second (step 6), in epoch 0" same "$(val_steps "$T/vces")" "3 6 "
+expect 2 'val_check_interval = 5 without a data plugin: there is no validation split' \
+  "without a data plugin it is refused" -- train "$T/nodata.ini" --out "$T/vcn" --set loop.val_check_interval=5
+
 finish
