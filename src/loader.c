@@ -35,6 +35,7 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, precision) + sizeof(void *),   /* 1.3 */
     offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
     offsetof(lk_descriptor, logger) + sizeof(void *),      /* 1.5 */
+    offsetof(lk_descriptor, logger) + sizeof(void *), /* 1.6: evaluation_end */
 };
 
 /* ---- What the host reads from a descriptor ----
@@ -199,7 +200,7 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
   snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
   int type;
   memcpy(&type, &o->type, sizeof type);  /* any value, not just the enum's */
-  int last = minor >= 5   ? LK_OPT_PATHS /* PATHS: 1.5 */
+  int last = minor >= 6   ? LK_OPT_PATHS /* PATHS: 1.6 */
              : minor >= 4 ? LK_OPT_PATH  /* PATH: 1.4 */
                           : LK_OPT_DOUBLES;
   if (type < LK_OPT_INT || type > last)

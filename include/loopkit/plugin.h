@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 5
+#define LK_ABI_MINOR 6
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -52,9 +52,9 @@ typedef enum lk_option_type {
    * config file is relative to that file's directory, one given with --set
    * (or a default) to the current directory. Empty stays empty. */
   LK_OPT_PATH,
-  /* Since ABI 1.5 (before its release): a comma list of paths, each made
-   * absolute as LK_OPT_PATH's; read as a string, the items joined with
-   * commas. The plugin may take an item as a shell pattern (text does). */
+  /* Since ABI 1.6: a comma list of paths, each made absolute as
+   * LK_OPT_PATH's; read as a string, the items joined with commas. The
+   * plugin may take an item as a shell pattern (text does). */
   LK_OPT_PATHS
 } lk_option_type;
 
@@ -66,7 +66,8 @@ typedef enum lk_option_type {
  * refuses a value outside it, naming the option and the range, before
  * create; a double (each value of a list) must also be finite unless the
  * range closes on an infinite bound ("(0, inf]").
- * An LK_OPT_INT whose range ends with " or auto" ("[1, inf) or auto") also
+ * Since ABI 1.6, an LK_OPT_INT whose range ends with " or auto" ("[1, inf)
+ * or auto") also
  * takes the word auto, which the host makes a number before create: in a
  * scheduler, the number of times it will step (the run's optimizer steps,
  * or epochs at interval = epoch; a composite's child: its part of its
@@ -130,13 +131,24 @@ typedef struct lk_batch {
  * [B, V]: what `loopkit generate` samples from. A classifier names its
  * tensor "logits" ([B, classes]: loopkit predict writes the class and its
  * softmax); any other name is a regression's output ([B, ...]: written as
- * it is). */
+ * it is).
+ * Since ABI 1.6: evaluation_end (NULL: none), after the last batch of a
+ * validation or test (in training, loopkit test and validate): MEAN holds
+ * the split's loss and metrics, averaged over its samples and the
+ * processes; OUT (empty) gets the metrics of the whole split that are not
+ * means of its batches', which the host adds to MEAN's in the split's
+ * row: a language model's perplexity, exp(mean loss); a classifier's macro
+ * F1 from the counts its validation_step summed (over the processes with
+ * lk_host_reduce_sum, which every process reaches here). Names as a step
+ * result's, none of MEAN's. */
 typedef struct lk_step_ops {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*validation_step)(void *self, const lk_batch *batch,
                          lk_step_result *out);
   int (*test_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*predict_step)(void *self, const lk_batch *batch, lk_tensor *out);
+  int (*evaluation_end)(void *self, lk_split split, const lk_step_result *mean,
+                        lk_step_result *out);
 } lk_step_ops;
 
 /* backward: adds scale * d(loss)/d(param) into every param's grad, for the
