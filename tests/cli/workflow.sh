@@ -271,4 +271,75 @@ check "... and stops after the second (step 6), in epoch 0" same "$(val_steps "$
 expect 2 'val_check_interval = 5 without a data plugin: there is no validation split' \
   "without a data plugin it is refused" -- train "$T/nodata.ini" --out "$T/vcn" --set loop.val_check_interval=5
 
+# ---- 5. metrics users read: top-k accuracy, macro F1, perplexity ----
+
+# iris: 120 rows to train on, 30 to test; macro F1 and top-2 accuracy of
+# the test split held against the predictions loopkit predict writes,
+# scored here in python3 (sklearn's definitions: the mean F1 of the
+# classes that occur as a label or a prediction).
+awk -F, 'NR > 1 && NF == 5 { if (NR % 5 == 0) print > "'"$T"'/iris-test.csv"; else print > "'"$T"'/iris-train.csv" }' \
+  "$LK_SRCDIR/tests/data/sklearn-iris.csv"
+config iris <<INI
+[loop]
+max_epochs = 2
+seed = 3
+[plugins]
+step = mlp
+optimizer = sgd
+data = csv
+[csv]
+path = iris-train.csv
+test = iris-test.csv
+header = false
+val_split = 0.25
+batch_size = 4
+[mlp]
+layers = 4,8,3
+top_k = 2
+f1 = true
+[sgd]
+lr = 0.05
+INI
+train "$T/iris.ini" --out "$T/ir"
+check "top_k = 2, f1 = true: metrics.csv has acc_top2 and val_/test_ acc_top2 and f1" \
+  sh -c "head -1 '$T/ir/metrics.csv' | grep -qx 'step,epoch,loss,acc,acc_top2,val_loss,val_acc,val_acc_top2,val_f1,test_loss,test_acc,test_acc_top2,test_f1'"
+"$LOOPKIT" test "$T/iris.ini" --ckpt "$T/ir/checkpoints/last.ckpt" >"$T/ir.test" 2>&1
+"$LOOPKIT" predict "$T/iris.ini" --ckpt "$T/ir/checkpoints/last.ckpt" -o "$T/ir.pred" >/dev/null 2>&1
+cat >"$T/score.py" <<'PY'
+import sys
+pred = [l.strip().split(",") for l in open(sys.argv[1])][1:]
+labels = [int(float(l.strip().split(",")[-1])) for l in open(sys.argv[2]) if l.strip()]
+got = dict(l.split() for l in open(sys.argv[3]) if l.startswith("test_"))
+assert len(pred) == len(labels), (len(pred), len(labels))
+f1s = []
+for c in range(3):
+    tp = sum(int(p[1]) == c and y == c for p, y in zip(pred, labels))
+    fp = sum(int(p[1]) == c and y != c for p, y in zip(pred, labels))
+    fn = sum(int(p[1]) != c and y == c for p, y in zip(pred, labels))
+    if tp + fp + fn:
+        f1s.append(2 * tp / (2 * tp + fp + fn))
+top2 = sum(sorted(range(3), key=lambda c: -float(p[2 + c]))[:2].count(y)
+           for p, y in zip(pred, labels)) / len(labels)
+f1 = sum(f1s) / len(f1s)
+ok = abs(f1 - float(got["test_f1"])) < 1e-12 and abs(top2 - float(got["test_acc_top2"])) < 1e-12
+print("f1 %r top2 %r; loopkit %s %s" % (f1, top2, got["test_f1"], got["test_acc_top2"]))
+sys.exit(0 if ok else 1)
+PY
+check "test_f1 is the macro F1 of the whole split, test_acc_top2 the top-2 accuracy, as the predictions give them" \
+  python3 "$T/score.py" "$T/ir.pred" "$T/iris-test.csv" "$T/ir.test"
+expect 2 'top_k = 4, but the model has 3 classes' "top_k larger than the classes is refused" \
+  -- train "$T/iris.ini" --out "$T/ir2" --set mlp.top_k=4
+train "$T/iris.ini" --out "$T/ir3" --set plugins.loggers=tensorboard
+check "... and every logger gets them (tensorboard: val_f1, test_acc_top2)" \
+  sh -c "python3 '$LK_SRCDIR/tests/cli/tfevents.py' '$T'/ir3/events.out.tfevents.* >'$T/ev' && grep -q 'val_f1' '$T/ev' && grep -q 'test_acc_top2' '$T/ev' &&
+    python3 '$LK_SRCDIR/tests/cli/tfevents.py' '$T'/ir3/events.out.tfevents.* --rows '$T/ir3/metrics.csv'"
+
+# A language model: val_ppl, exp of the mean val_loss (of the whole split).
+"$LOOPKIT" train "$T/lm.ini" --out "$T/pp" --quiet --set text.val_split=0.3 \
+  --set text.batches_per_epoch=3 >/dev/null 2>&1
+check "gpt: val_ppl beside val_loss, exp(val_loss)" \
+  sh -c "awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if (\$i == \"val_loss\") l = i; if (\$i == \"val_ppl\") p = i }; next }
+    l && p && \$l != \"\" { n++; d = exp(\$l) / \$p - 1; if (d > 1e-12 || d < -1e-12) bad = 1 }
+    END { exit !(n >= 1 && !bad) }' '$T/pp/metrics.csv'"
+
 finish
