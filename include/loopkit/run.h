@@ -48,7 +48,9 @@ LK_API int lk_plugin_search_dirs(int (*each)(void *user, const char *dir,
                                              const char *skipped),
                                  void *user);
 
-/* The installed plugin directory, compiled in. */
+/* The installed plugin directory: LIBDIR/loopkit beside the libloopkit.so
+ * loaded, where there is one (an installed tree, wherever it landed);
+ * else the configured $(pkglibdir), compiled in. */
 LK_API const char *lk_plugin_dir(void);
 
 /* "int", "double", "bool", "string", "enum", "doubles", "path", "paths". */

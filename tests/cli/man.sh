@@ -26,6 +26,20 @@ else
   done
 fi
 
+# man -l on the source tree's templates is no trap: they say they are
+# templates and name the built page, which does not.
+for page in loopkit.1 loopkit.ini.5; do
+  if command -v groff >/dev/null 2>&1; then
+    groff -man -Tutf8 "$LK_SRCDIR/man/$page.in" 2>/dev/null | col -b 2>/dev/null >"$T/tmpl" ||
+      groff -man -Tascii "$LK_SRCDIR/man/$page.in" >"$T/tmpl" 2>/dev/null
+    check "man -l man/$page.in says it is a template and names build/man/$page" \
+      sh -c "grep -q 'THIS IS A TEMPLATE' '$T/tmpl' && grep -q 'build/man/$page' '$T/tmpl'"
+  else
+    echo "ok $((n += 1)) - man/$page.in names the built page # SKIP groff not installed"
+  fi
+  check "... and build/man/$page does not" sh -c "! grep -q 'TEMPLATE' '$M/$page'"
+done
+
 # ---- loopkit.ini(5) against loopkit inspect ----
 # entries FILE: "name (type, default D)" lines of a roff option list.
 entries() { grep '^\\fB' "$1" | unroff; }
