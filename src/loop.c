@@ -336,6 +336,25 @@ static int epoch_batches(lk_run *run, size_t *out) {
   return 0;
 }
 
+/* With several processes, once: batch_size is per process (as DDP's), so
+ * that a step takes WORLD times the batch, which users ask about. */
+static void note_batch(lk_run *run, const lk_batch *batch) {
+  long long world = run->env.world, b = (long long)batch->size;
+  long long acc = run->loop.manual ? 1 : run->loop.accumulate;
+  if (world <= 1 || run->noted_batch)
+    return;
+  run->noted_batch = true;
+  char accumulated[96] = "";
+  if (acc > 1)
+    snprintf(accumulated, sizeof accumulated,
+             " (%lld accumulated: %lld an optimizer step)", acc,
+             world * b * acc);
+  lk__log(&run->env, LK_LOG_INFO,
+          "%lld processes with batches of %lld each: %lld samples a step%s; "
+          "batch_size is per process, as DDP's",
+          world, b, world * b, accumulated);
+}
+
 /* The validation of an epoch's end: its row, on_validation_end, and its
  * metrics for the epoch scheduler. */
 static int validate(lk_run *run, lk__named *epoch_metrics) {
@@ -412,6 +431,7 @@ int lk__train_epoch(lk_run *run) {
     batch.split = LK_SPLIT_TRAIN;
     batch.epoch = p->epoch;
     batch.index = index;
+    note_batch(run, &batch);
     uint64_t before = p->global_step;
     if ((rc = train_batch(run, &batch, b + 1 == nb, &win)) != 0)
       return rc;

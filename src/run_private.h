@@ -305,6 +305,7 @@ struct lk_run {
   bool complete;         /* resumed from a complete run: nothing to do */
   bool resumed;
   bool warned_shards;
+  bool noted_batch; /* several processes: the batch size per step said */
   double seconds;
   /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
    * test runs on, the first listed (setup.c); NULL otherwise. */
