@@ -1,7 +1,11 @@
 #!/bin/sh
-# What a Lightning user expects of the loop's budget and the schedules
-# that follow it: max_steps alone bounds a run (max_epochs unlimited when
-# only max_steps is given); schedule lengths given as auto are the run's.
+# The rough edges a Lightning user hits (issue 30): max_steps alone bounds
+# a run (max_epochs unlimited when only max_steps is given); schedule
+# lengths given as auto are the run's, and resume so; text's block_size is
+# the model's, and text reads several files as one; sgd's lr is required;
+# validation within an epoch (val_check_interval) resumes exactly; top-k
+# accuracy, macro F1 and perplexity. (Installs: install.sh; MPI: mpi.sh;
+# defaults against torch: defaults.sh.)
 . "$LK_SRCDIR/tests/cli/lib.sh"
 cd "$T" || exit 1
 
@@ -222,6 +226,23 @@ expect 2 "option text.block_size = auto.*the model \(step plugin mlp\) has no in
   "block_size = auto with a model that declares no context is refused, naming both" \
   -- train "$T/lm.ini" --out "$T/l9" --set plugins.step=mlp
 
+# ---- 4. defaults that cannot train silently wrong ----
+
+config nolr <<INI
+[loop]
+max_steps = 3
+[plugins]
+step = rosenbrock
+optimizer = sgd
+[sgd]
+momentum = 0.9
+INI
+expect 2 'plugin sgd: missing required option "lr" .*set it under \[sgd\]' \
+  "sgd without lr is refused, as torch's SGD (lr=required), naming the option and the section" \
+  -- train "$T/nolr.ini" --out "$T/nolr"
+check "... and nothing is trained (no run directory)" test ! -e "$T/nolr"
+expect 0 'trained 3 steps' "... given one, it trains" -- train "$T/nolr.ini" --out "$T/nolr2" --set sgd.lr=0.0001
+
 # ---- 5. validation within an epoch: [loop] val_check_interval ----
 
 # 8 steps an epoch; a validation after steps 3 and 6 of each, and the
@@ -271,7 +292,7 @@ check "... and stops after the second (step 6), in epoch 0" same "$(val_steps "$
 expect 2 'val_check_interval = 5 without a data plugin: there is no validation split' \
   "without a data plugin it is refused" -- train "$T/nodata.ini" --out "$T/vcn" --set loop.val_check_interval=5
 
-# ---- 5. metrics users read: top-k accuracy, macro F1, perplexity ----
+# ---- 6. metrics users read: top-k accuracy, macro F1, perplexity ----
 
 # iris: 120 rows to train on, 30 to test; macro F1 and top-2 accuracy of
 # the test split held against the predictions loopkit predict writes,
