@@ -39,7 +39,7 @@ static lk_run *open_run(const char *dir, int n, const char *profiler) {
   char text[512];
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = 1\n[plugins]\nstep = rosenbrock\n"
-           "optimizer = sgd\n%s%s\n[rosenbrock]\nn = %d\n",
+           "optimizer = sgd\n%s%s\n[rosenbrock]\nn = %d\n[sgd]\nlr = 0.001\n",
            profiler ? "profiler = " : "", profiler ? profiler : "", n);
   lk_config *cfg;
   lk_run *run = NULL;

@@ -336,7 +336,11 @@ static lk_config *make_config_with(const char *loop, const char *problem,
     used += (size_t)snprintf(text + used, sizeof text - used,
                              "[statedump]\npath = %s\n", state);
   assert_true(used < sizeof text);
-  snprintf(text + used, sizeof text - used, "[%s]\n", optimizer);
+  /* sgd's lr is required, as torch's: where a case gives none, the rate
+   * the other optimizers default to (its default_lr below). */
+  bool no_lr = !strcmp(optimizer, "sgd") && !strstr(options, "lr=");
+  snprintf(text + used, sizeof text - used, "[%s]\n%s", optimizer,
+           no_lr ? "lr = 0.001\n" : "");
   append_options(text, sizeof text, options);
   lk_config *cfg = NULL;
   if (lk_config_parse("first_order.ini", text, &cfg) != 0)

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../plugins/lib/model_common.h"
+#include "../src/plugin/env.h" /* a host handle outside a run, for evaluation_end */
 
 typedef void (*gemm_fn)(bool, bool, size_t, size_t, size_t, float,
                         const float *, size_t, const float *, size_t, float,
@@ -219,6 +220,87 @@ static void dense_gradients(void **state) {
   }
 }
 
+/* Top-k accuracy and macro F1 (model_scores) against torch 1.13
+ * (tests/torch/metrics_reference.py, tests/data/metrics.ref): the same
+ * logits, scored in three batches as an evaluation's, F1 from the counts
+ * summed over them. */
+static void check_scores(size_t n, size_t c, size_t k, double want_top,
+                         double want_f1) {
+  float *z = malloc(n * c * sizeof *z);
+  int32_t *y = malloc(n * sizeof *y);
+  assert_non_null(z);
+  assert_non_null(y);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < c; j++)
+      z[i * c + j] = j + 1 == c ? -10 : value(i * c + j, 7);
+    y[i] = (int32_t)((int)(((double)value(i, 99) + 1) * 1000) % (int)(c - 1));
+  }
+  model_scores s = {.top_k = k, .f1 = true, .classes = c};
+  snprintf(s.top_name, sizeof s.top_name, "acc_top%zu", k);
+  s.counts = calloc(3 * c, sizeof *s.counts);
+  assert_non_null(s.counts);
+  lk__env env = {.world = 1};
+  lk__instance in = {.label = "scores"};
+  lk_host host = {&env, &in};
+  double hits = 0;
+  for (size_t at = 0; at < n;) {
+    size_t size = n - at < n / 3 + 1 ? n - at : n / 3 + 1;
+    lk_batch b = {.size = size,
+                  .y = {.dtype = LK_I32,
+                        .ndim = 1,
+                        .shape = {size},
+                        .numel = size,
+                        .data = y + at}};
+    lk_step_result r = {0};
+    model_scores_batch(&s, z + at * c, &b, true, &r);
+    assert_int_equal(r.n_metrics, 1);
+    assert_string_equal(r.metrics[0].name, s.top_name);
+    hits += r.metrics[0].value * (double)size;
+    at += size;
+  }
+  lk_step_result end = {0};
+  assert_int_equal(model_scores_end(&s, &host, &end), 0);
+  assert_int_equal(end.n_metrics, 1);
+  assert_string_equal(end.metrics[0].name, "f1");
+  if (fabs(hits / (double)n - want_top) > 1e-12 ||
+      fabs(end.metrics[0].value - want_f1) > 1e-12)
+    fail_msg("n %zu c %zu k %zu: acc_top %.17g f1 %.17g, torch %.17g and "
+             "%.17g",
+             n, c, k, hits / (double)n, end.metrics[0].value, want_top,
+             want_f1);
+  for (size_t i = 0; i < 3 * c; i++)
+    assert_true(s.counts[i] == 0); /* the next split starts afresh */
+  model_scores_free(&s);
+  free(z);
+  free(y);
+}
+
+static void scores_match_torch(void **state) {
+  (void)state;
+  const char *dir = getenv("LK_TEST_DATA");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/metrics.ref", dir ? dir : "tests/data");
+  FILE *f = fopen(path, "r");
+  if (!f)
+    fail_msg("cannot open %s", path);
+  char line[256];
+  size_t n = 0, c = 0, k = 0, cases = 0;
+  double top = -1;
+  while (fgets(line, sizeof line, f)) {
+    double v;
+    if (sscanf(line, "case %zu %zu %zu", &n, &c, &k) == 3)
+      top = -1;
+    else if (sscanf(line, "acc_top %lf", &v) == 1)
+      top = v;
+    else if (sscanf(line, "f1 %lf", &v) == 1 && top >= 0) {
+      check_scores(n, c, k, top, v);
+      cases++;
+    }
+  }
+  fclose(f);
+  assert_int_equal(cases, 3);
+}
+
 static void shapes_print(void **state) {
   (void)state;
   char buf[96];
@@ -241,6 +323,7 @@ int main(void) {
       cmocka_unit_test(bias_and_activations),
       cmocka_unit_test(dense_gradients),
       cmocka_unit_test(shapes_print),
+      cmocka_unit_test(scores_match_torch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

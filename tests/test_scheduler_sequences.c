@@ -597,9 +597,11 @@ static void test_onecycle_past_total_steps(void **state) {
 
 static lk_config *small(const char *plugins, const char *sections) {
   char s[2048];
+  /* sgd's lr is required, as torch's. */
+  bool sgd = strstr(plugins, "optimizer = sgd") && !strstr(sections, "[sgd]");
   snprintf(s, sizeof s,
-           "[loop]\nmax_steps = 3\n[plugins]\nstep = lstsq\n%s\n%s\n", plugins,
-           sections);
+           "[loop]\nmax_steps = 3\n[plugins]\nstep = lstsq\n%s\n%s\n%s",
+           plugins, sections, sgd ? "[sgd]\nlr = 0.001\n" : "");
   return parse_config(s);
 }
 
@@ -628,11 +630,16 @@ static void test_refused(void **state) {
   struct {
     const char *plugins, *sections, *needle;
   } bad[] = {
-      {"optimizer = sgd\nscheduler = onecycle", "[onecycle]\nmax_lr = 0.1",
+      {"optimizer = sgd\nscheduler = onecycle",
+       "[onecycle]\nmax_lr = 0.1\ntotal_steps = 0",
        "You must define either total_steps OR (epochs AND steps_per_epoch)"},
       {"optimizer = sgd\nscheduler = onecycle",
-       "[onecycle]\nmax_lr = 0.1\nepochs = 3",
+       "[onecycle]\nmax_lr = 0.1\nepochs = 3\ntotal_steps = 0",
        "You must define either total_steps"},
+      /* total_steps = auto (its default) would win over them silently. */
+      {"optimizer = sgd\nscheduler = onecycle",
+       "[onecycle]\nmax_lr = 0.1\nepochs = 3\nsteps_per_epoch = 1",
+       "set total_steps = 0 (torch's None) to use epochs * steps_per_epoch"},
       {"optimizer = sgd\nscheduler = onecycle",
        "[onecycle]\nmax_lr = 0.1\ntotal_steps = 10\npct_start = 0.1",
        "phase 1 of the cycle has no steps"},

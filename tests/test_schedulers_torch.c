@@ -598,6 +598,7 @@ static void test_missing_monitor_step(void **state) {
   expect_train_failure(
       parse_config("[loop]\nmax_steps = 5\n[plugins]\nstep = lstsq\n"
                    "optimizer = sgd\nscheduler = reduce_on_plateau\n"
+                   "[sgd]\nlr = 0.001\n"
                    "[reduce_on_plateau]\ninterval = step\nmonitor = val_acc\n"),
       needles);
 }
@@ -608,7 +609,7 @@ static void expect_refused(const char *scheduler, const char *options,
   char text[512];
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = 1\n[plugins]\nstep = lstsq\n"
-           "optimizer = sgd\nscheduler = %s\n[%s]\n%s\n",
+           "optimizer = sgd\nscheduler = %s\n[sgd]\nlr = 0.001\n[%s]\n%s\n",
            scheduler, scheduler, options);
   lk_config *cfg = parse_config(text);
   const char *out = make_temp_dir();

@@ -288,10 +288,14 @@ static void test_resume(void **state) {
 static void expect_refused(const char *section, const char *options,
                            const char *needle) {
   char text[512];
+  /* sgd's lr is required: a case that refuses something else gives one. */
+  const char *lr = strstr(options, "lr =")       ? ""
+                   : strcmp(section, "sgd") == 0 ? "lr = 0.01\n"
+                                                 : "[sgd]\nlr = 0.01\n";
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = 1\n[plugins]\nstep = rosenbrock\n"
-           "optimizer = sgd\n[%s]\n%s\n",
-           section, options);
+           "optimizer = sgd\n[%s]\n%s\n%s",
+           section, options, lr);
   lk_config *cfg = NULL;
   assert_int_equal(lk_config_parse("refused.ini", text, &cfg), 0);
   const char *out = make_temp_dir();
@@ -328,6 +332,27 @@ static void test_refused_options(void **state) {
   expect_refused("rosenbrock", "n = 1", "rosenbrock.n = 1: must be >= 2");
 }
 
+/* No default rate, as torch's SGD(params, lr=required): a config without
+ * one is refused, naming the option and where to set it. */
+static void test_lr_required(void **state) {
+  (void)state;
+  lk_config *cfg = NULL;
+  assert_int_equal(lk_config_parse("nolr.ini",
+                                   "[loop]\nmax_steps = 1\n[plugins]\nstep = "
+                                   "rosenbrock\noptimizer = sgd\n[sgd]\n"
+                                   "momentum = 0.9\n",
+                                   &cfg),
+                   0);
+  lk_run_options opts = {.out_dir = make_temp_dir()};
+  lk_run *run = NULL;
+  assert_int_equal(lk_run_new(cfg, &opts, &run), LK_ECONFIG);
+  assert_null(run);
+  const char *msg = lk_last_error();
+  if (!strstr(msg, "missing required option \"lr\"") || !strstr(msg, "[sgd]"))
+    fail_msg("message \"%s\" should name the missing lr and [sgd]", msg);
+  lk_config_free(cfg);
+}
+
 #define CASE_TEST(i, label)                                                    \
   { label, test_case, NULL, cleanup, &cases[i] }
 
@@ -348,6 +373,7 @@ int main(void) {
       CASE_TEST(11, "sgd mixed n=10"),
       cmocka_unit_test_teardown(test_resume, cleanup),
       cmocka_unit_test_teardown(test_refused_options, cleanup),
+      cmocka_unit_test_teardown(test_lr_required, cleanup),
   };
   return cmocka_run_group_tests(tests, load_reference, NULL);
 }

@@ -76,16 +76,20 @@ static void test_lbfgs_minimises_a_bound_function(void **state) {
   lk_bound_free(p.bound);
 }
 
-/* Defaults without a config; sam creates its base optimizer (a plugin
- * creating a plugin) just as it does in a run. */
+/* Defaults but sgd's lr, which is required (as torch's); sam creates its
+ * base optimizer (a plugin creating a plugin) just as it does in a run,
+ * from the base's section. */
 static void test_sgd_and_sam_with_defaults(void **state) {
   (void)state;
   const char *names[] = {"sgd", "sam"};
+  lk_config *cfg = NULL;
+  assert_int_equal(lk_config_parse("standalone", "[sgd]\nlr = 0.001\n", &cfg),
+                   0);
   for (size_t k = 0; k < 2; k++) {
     problem p;
     problem_init(&p, 2);
     lk_optimizer *opt = NULL;
-    if (lk_optimizer_open(names[k], NULL, p.params, 1, &opt) != 0)
+    if (lk_optimizer_open(names[k], cfg, p.params, 1, &opt) != 0)
       fail_msg("lk_optimizer_open(%s): %s", names[k], lk_last_error());
     double before = lk_bound_function(p.bound)();
     for (int s = 0; s < 200; s++)
@@ -94,10 +98,11 @@ static void test_sgd_and_sam_with_defaults(void **state) {
     double after = lk_bound_function(p.bound)();
     if (!(after < before / 2))
       fail_msg("%s: f went from %g to %g", names[k], before, after);
-    assert_true(lk_optimizer_lr(opt) == 0.001); /* sgd's default lr */
+    assert_true(lk_optimizer_lr(opt) == 0.001);
     lk_optimizer_close(opt);
     lk_bound_free(p.bound);
   }
+  lk_config_free(cfg);
 }
 
 static void expect_error(const char *name, lk_tensor *const *params, size_t n,
@@ -124,6 +129,9 @@ static void test_refusals(void **state) {
   p.t.dtype = LK_I32;
   expect_error("sgd", p.params, 1, LK_EINVAL, "is i32");
   p.t.dtype = LK_F64;
+  /* No config: sgd has no default rate, as torch's SGD. */
+  expect_error("sgd", p.params, 1, LK_ECONFIG,
+               "missing required option \"lr\"");
   lk_config *cfg = NULL;
   assert_int_equal(lk_config_parse("bad", "[sgd]\nlr = -1\n", &cfg), 0);
   lk_optimizer *opt = NULL;

@@ -272,6 +272,11 @@ LK_API int lk_host_metric(lk_host *host, const char *name, double *value);
 /* Adds NAME = VALUE (NAME is copied) to the metrics.csv row the loop writes
  * next: called from on_train_batch_end, the row of that step. */
 LK_API int lk_host_log_metric(lk_host *host, const char *name, double value);
+/* Since ABI 1.6: sums the N VALUES over the run's processes, in place (each
+ * gets the sums); nothing to do in one process. Every process must call it
+ * at the same point with the same N: from evaluation_end, for counts summed
+ * over a split's batches, which the processes share out. */
+LK_API int lk_host_reduce_sum(lk_host *host, double *values, size_t n);
 /* Where the loop is: epochs completed and optimizer steps taken. */
 LK_API void lk_host_progress(lk_host *host, uint64_t *epoch,
                              uint64_t *global_step);

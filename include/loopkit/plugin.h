@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 5
+#define LK_ABI_MINOR 6
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -51,7 +51,11 @@ typedef enum lk_option_type {
    * host makes it absolute before create: a relative path written in a
    * config file is relative to that file's directory, one given with --set
    * (or a default) to the current directory. Empty stays empty. */
-  LK_OPT_PATH
+  LK_OPT_PATH,
+  /* Since ABI 1.6: a comma list of paths, each made absolute as
+   * LK_OPT_PATH's; read as a string, the items joined with commas. The
+   * plugin may take an item as a shell pattern (text does). */
+  LK_OPT_PATHS
 } lk_option_type;
 
 /* One declared option. def is the default as it would be written in a config
@@ -61,7 +65,15 @@ typedef enum lk_option_type {
  * notation ("[0, inf)", "(0, 1]", "[1, 16777216]"; NULL: any). The host
  * refuses a value outside it, naming the option and the range, before
  * create; a double (each value of a list) must also be finite unless the
- * range closes on an infinite bound ("(0, inf]"). */
+ * range closes on an infinite bound ("(0, inf]").
+ * Since ABI 1.6, an LK_OPT_INT whose range ends with " or auto" ("[1, inf)
+ * or auto") also
+ * takes the word auto, which the host makes a number before create: in a
+ * scheduler, the number of times it will step (the run's optimizer steps,
+ * or epochs at interval = epoch; a composite's child: its part of its
+ * parent's); in a data plugin, the model's (step plugin's) integer option
+ * of the same name. The plugin reads the number with lk_opt_int, and
+ * lk_opt_where then says "auto (...)"; the effective config records it. */
 typedef struct lk_option {
   const char *name;
   lk_option_type type;
@@ -119,13 +131,24 @@ typedef struct lk_batch {
  * [B, V]: what `loopkit generate` samples from. A classifier names its
  * tensor "logits" ([B, classes]: loopkit predict writes the class and its
  * softmax); any other name is a regression's output ([B, ...]: written as
- * it is). */
+ * it is).
+ * Since ABI 1.6: evaluation_end (NULL: none), after the last batch of a
+ * validation or test (in training, loopkit test and validate): MEAN holds
+ * the split's loss and metrics, averaged over its samples and the
+ * processes; OUT (empty) gets the metrics of the whole split that are not
+ * means of its batches', which the host adds to MEAN's in the split's
+ * row: a language model's perplexity, exp(mean loss); a classifier's macro
+ * F1 from the counts its validation_step summed (over the processes with
+ * lk_host_reduce_sum, which every process reaches here). Names as a step
+ * result's, none of MEAN's. */
 typedef struct lk_step_ops {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*validation_step)(void *self, const lk_batch *batch,
                          lk_step_result *out);
   int (*test_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*predict_step)(void *self, const lk_batch *batch, lk_tensor *out);
+  int (*evaluation_end)(void *self, lk_split split, const lk_step_result *mean,
+                        lk_step_result *out);
 } lk_step_ops;
 
 /* backward: adds scale * d(loss)/d(param) into every param's grad, for the

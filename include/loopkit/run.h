@@ -48,10 +48,12 @@ LK_API int lk_plugin_search_dirs(int (*each)(void *user, const char *dir,
                                              const char *skipped),
                                  void *user);
 
-/* The installed plugin directory, compiled in. */
+/* The installed plugin directory: LIBDIR/loopkit beside the libloopkit.so
+ * loaded, where there is one (an installed tree, wherever it landed);
+ * else the configured $(pkglibdir), compiled in. */
 LK_API const char *lk_plugin_dir(void);
 
-/* "int", "double", "bool", "string", "enum", "doubles", "path". */
+/* "int", "double", "bool", "string", "enum", "doubles", "path", "paths". */
 LK_API const char *lk_option_type_name(lk_option_type type);
 
 /* ---- runs --------------------------------------------------------------- */
@@ -59,7 +61,7 @@ LK_API const char *lk_option_type_name(lk_option_type type);
 /* Where a training epoch is, for a host that draws a progress bar. */
 typedef struct lk_progress {
   uint64_t epoch;     /* 0-based */
-  int64_t max_epochs; /* 0 without a data plugin (no epochs) */
+  int64_t max_epochs; /* 0 without a data plugin (no epochs); -1: no limit */
   uint64_t batch;     /* batches of this epoch done (steps without data) */
   uint64_t n_batches; /* in this epoch; without data: max_steps */
   uint64_t global_step;

@@ -1,6 +1,13 @@
 /* text: a text file, gzip-compressed or not, as byte tokens for a language
  * model (gpt). The file is read whole at create; its last val_split of
- * bytes is the validation part, the rest the training part.
+ * bytes is the validation part, the rest the training part. Several files
+ * (path = a.txt, b.txt, or a shell pattern, standing for its matches in
+ * sorted order) are read as one, in the order given, with the byte
+ * separator between two (none by default).
+ *
+ * block_size = auto (the default) is the model's: the host gives it gpt's
+ * block_size before create, so that the data's windows and the model's
+ * context are one number.
  *
  * A sample is a window of block_size + 1 consecutive bytes: x is its first
  * block_size bytes, y the same shifted by one (the next byte at every
@@ -21,6 +28,7 @@
  * shape() says what a sample is: block_size tokens in, block_size targets
  * out, and n_classes = the largest byte in the file plus one, so that the
  * model can check its block size and vocabulary at create. */
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -93,6 +101,68 @@ static int setup(text *d, const char *path, double val_split, int64_t per_epoch,
   return 0;
 }
 
+/* FILE's bytes appended to D's, after the separator byte SEP (-1: none)
+ * when D has some already. */
+static int append_file(text *d, const char *file, int64_t sep) {
+  unsigned char *buf = NULL;
+  size_t len = 0, room = MAX_BYTES - d->len;
+  int rc = gz_slurp(d->host, file, "text file", room, &buf, &len);
+  if (rc != 0)
+    return rc;
+  size_t extra = d->len && sep >= 0 ? 1 : 0;
+  unsigned char *grown = NULL;
+  if (len + extra > room)
+    rc = lk_fail(d->host, LK_ECONFIG,
+                 "%s: the text files come to more than %zu bytes", file,
+                 (size_t)MAX_BYTES);
+  else if (!(grown = d->len ? realloc(d->owned, d->len + extra + len) : buf))
+    rc = lk_fail(d->host, LK_ENOMEM, "out of memory for %s", file);
+  if (rc == 0 && grown != buf) {
+    if (extra)
+      grown[d->len] = (unsigned char)sep;
+    memcpy(grown + d->len + extra, buf, len);
+    free(buf);
+  }
+  if (rc != 0) {
+    free(buf);
+    return rc;
+  }
+  d->owned = grown;
+  d->len += extra + len;
+  return 0;
+}
+
+/* Every file of PATHS (made absolute by the host, comma separated), a
+ * shell pattern standing for its matches in glob's (sorted) order. */
+static int read_files(text *d, const char *paths, int64_t sep,
+                      size_t *n_files) {
+  char *copy = strdup(paths), *save = NULL;
+  int rc = copy ? 0 : lk_fail(d->host, LK_ENOMEM, "out of memory");
+  for (char *item = rc ? NULL : strtok_r(copy, ",", &save); item && rc == 0;
+       item = strtok_r(NULL, ",", &save)) {
+    if (!strpbrk(item, "*?[")) {
+      rc = append_file(d, item, sep);
+      *n_files += rc == 0;
+      continue;
+    }
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int grc = glob(item, GLOB_ERR, NULL, &g);
+    if (grc == GLOB_NOMATCH)
+      rc = lk_fail(d->host, LK_ECONFIG, "path: no file matches %s", item);
+    else if (grc != 0)
+      rc = lk_fail(d->host, grc == GLOB_NOSPACE ? LK_ENOMEM : LK_EIO,
+                   "path: cannot expand %s", item);
+    for (size_t i = 0; grc == 0 && rc == 0 && i < g.gl_pathc; i++) {
+      rc = append_file(d, g.gl_pathv[i], sep);
+      *n_files += rc == 0;
+    }
+    globfree(&g); /* also after a failure: what glob allocated */
+  }
+  free(copy);
+  return rc;
+}
+
 static int create(lk_host *host, const lk_options *o, void **self) {
   text *d = calloc(1, sizeof *d);
   if (!d)
@@ -101,8 +171,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   d->T = (size_t)lk_opt_int(o, "block_size");
   d->B = (size_t)lk_opt_int(o, "batch_size");
   const char *path = lk_opt_string(o, "path");
-  int rc = gz_slurp(host, path, "text file", MAX_BYTES, &d->owned, &d->len);
+  size_t n_files = 0;
+  int rc = read_files(d, path, lk_opt_int(o, "separator"), &n_files);
   d->bytes = d->owned;
+  if (rc == 0 && n_files > 1)
+    lk_log(host, LK_LOG_INFO, "%zu text files read as one: %s", n_files, path);
   if (rc == 0)
     rc =
         setup(d, path, lk_opt_double(o, "val_split"),
@@ -203,13 +276,19 @@ static int batch(void *self, lk_split split, size_t index, lk_batch *out) {
 }
 
 static const lk_option options[] = {
-    {"path", LK_OPT_PATH, "/usr/share/doc/jargon-text/jargon.txt.gz",
+    {"path", LK_OPT_PATHS, "/usr/share/doc/jargon-text/jargon.txt.gz",
      "the text file, gzip-compressed or not (default: the Jargon File, "
-     "Debian's jargon-text)",
+     "Debian's jargon-text); several, comma separated, or a shell pattern "
+     "(its matches in sorted order), are read as one, in order",
      NULL},
-    {"block_size", LK_OPT_INT, "64",
-     "tokens (bytes) per sample; a window is block_size + 1 bytes",
-     "[1, 1048576]"},
+    {"separator", LK_OPT_INT, "-1",
+     "a byte put between two files read as one (10: a newline; 0: a NUL as "
+     "an end-of-text token); -1: none",
+     "[-1, 255]"},
+    {"block_size", LK_OPT_INT, "auto",
+     "tokens (bytes) per sample; a window is block_size + 1 bytes; auto: "
+     "the model's block_size (gpt's)",
+     "[1, 1048576] or auto"},
     {"batch_size", LK_OPT_INT, "12", "windows per batch", "[1, 1048576]"},
     {"val_split", LK_OPT_DOUBLE, "0.1",
      "fraction of the file, at its end, for validation (0: none)", "[0, 1)"},

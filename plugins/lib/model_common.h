@@ -310,6 +310,115 @@ static inline void model_classify(const float *logits, const lk_batch *b,
   lk_result_metric(out, "acc", (double)correct / (double)n);
 }
 
+/* ---- top-k accuracy and macro F1 ---------------------------------------
+ *
+ * What a classifier scores beyond its loss and acc, as torchmetrics'
+ * MulticlassAccuracy(top_k) and MulticlassF1Score(average="macro"):
+ * acc_top<K> (option top_k), the share of samples whose label's logit is
+ * among the K largest (fewer than K logits larger than it), on every
+ * batch; and f1 (option f1), over a whole validation or test split: the
+ * mean over the classes that occur (as label or prediction) of 2 TP /
+ * (2 TP + FP + FN), from counts its batches sum and evaluation_end sums
+ * over the processes. A mean of the batches' F1 would not be it. */
+
+#define MODEL_SCORE_OPTIONS                                                    \
+  {"top_k", LK_OPT_INT, "0",                                                   \
+   "also the accuracy of the K most likely classes, as metric acc_topK "       \
+   "(torchmetrics' top_k); 0 or 1: none (acc is top-1)",                       \
+   "[0, 1000000]"},                                                            \
+  {                                                                            \
+    "f1", LK_OPT_BOOL, "false",                                                \
+        "the macro F1 of the validation and test splits as metric f1 "         \
+        "(val_f1, test_f1), from per-class counts over the whole split",       \
+        NULL                                                                   \
+  }
+
+typedef struct model_scores {
+  size_t top_k;      /* <= 1: no acc_topK */
+  char top_name[32]; /* "acc_top5": the metric's name, as long as the run */
+  bool f1;
+  size_t classes;
+  double *counts; /* with f1: [3][classes], TP, FP and FN of the split */
+} model_scores;
+
+/* S from the options, for CLASSES classes. */
+static inline int model_scores_init(lk_host *host, const lk_options *o,
+                                    size_t classes, model_scores *s) {
+  *s = (model_scores){.classes = classes};
+  int64_t k = lk_opt_int(o, "top_k");
+  if (k > (int64_t)classes)
+    return lk_fail(host, LK_ECONFIG,
+                   "%s: top_k = %lld, but the model has %zu classes",
+                   lk_opt_where(o, "top_k"), (long long)k, classes);
+  if (k > 1) {
+    s->top_k = (size_t)k;
+    snprintf(s->top_name, sizeof s->top_name, "acc_top%lld", (long long)k);
+  }
+  s->f1 = lk_opt_bool(o, "f1");
+  if (s->f1 && !(s->counts = calloc(3 * classes, sizeof *s->counts)))
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  return 0;
+}
+
+static inline void model_scores_free(model_scores *s) {
+  free(s->counts);
+  s->counts = NULL;
+}
+
+/* Batch B's scores from its LOGITS [n, classes]: acc_topK into OUT; with
+ * EVALUATING, the F1 counts (argmax: the first largest, as acc's). */
+static inline void model_scores_batch(model_scores *s, const float *logits,
+                                      const lk_batch *b, bool evaluating,
+                                      lk_step_result *out) {
+  const int32_t *y = b->y.data;
+  size_t n = b->size, c = s->classes, hits = 0;
+  for (size_t i = 0; s->top_k && i < n; i++) {
+    const float *zi = logits + i * c;
+    size_t above = 0;
+    for (size_t j = 0; j < c; j++)
+      above += zi[j] > zi[y[i]];
+    hits += above < s->top_k;
+  }
+  if (s->top_k)
+    lk_result_metric(out, s->top_name, (double)hits / (double)n);
+  for (size_t i = 0; s->f1 && evaluating && i < n; i++) {
+    const float *zi = logits + i * c;
+    size_t arg = 0;
+    for (size_t j = 1; j < c; j++)
+      if (zi[j] > zi[arg])
+        arg = j;
+    if (arg == (size_t)y[i])
+      s->counts[arg] += 1; /* TP */
+    else {
+      s->counts[c + arg] += 1;      /* FP of the prediction */
+      s->counts[2 * c + y[i]] += 1; /* FN of the label */
+    }
+  }
+}
+
+/* evaluation_end: f1 from the split's counts, summed over the processes;
+ * the counts start again for the next split. */
+static inline int model_scores_end(model_scores *s, lk_host *host,
+                                   lk_step_result *out) {
+  if (!s->f1)
+    return 0;
+  size_t c = s->classes;
+  int rc = lk_host_reduce_sum(host, s->counts, 3 * c);
+  double sum = 0;
+  size_t present = 0;
+  for (size_t k = 0; rc == 0 && k < c; k++) {
+    double tp = s->counts[k], fp = s->counts[c + k], fn = s->counts[2 * c + k];
+    if (tp + fp + fn == 0)
+      continue; /* neither a label nor a prediction: not averaged */
+    sum += 2 * tp / (2 * tp + fp + fn);
+    present++;
+  }
+  memset(s->counts, 0, 3 * c * sizeof *s->counts);
+  if (rc == 0)
+    lk_result_metric(out, "f1", present ? sum / (double)present : 0);
+  return rc;
+}
+
 /* ---- the data, at create --------------------------------------------- */
 
 /* "784 (1x28x28)" */
@@ -498,10 +607,12 @@ typedef struct model_single {
   float *buf[2];    /* the plugin's batch buffers, cap rows each */
   size_t cap;       /* batch size the buffers hold; they never shrink */
   size_t ready;     /* batch size of the training step backward may use, or 0 */
+  model_scores scores; /* a classifier's top-k and F1 (softmax) */
 } model_single;
 
 static inline void model_single_destroy(void *self) {
   model_single *m = self;
+  model_scores_free(&m->scores);
   free(m->buf[0]);
   free(m->buf[1]);
   free(m);

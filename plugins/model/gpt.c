@@ -535,6 +535,18 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
   return forward(self, b, out, false);
 }
 
+/* Perplexity, exp of the split's mean loss (per token: every window has
+ * the same length): val_ppl beside val_loss. Not the mean of the batches'
+ * perplexities, which is larger. */
+static int evaluation_end(void *self, lk_split split,
+                          const lk_step_result *mean, lk_step_result *out) {
+  (void)self;
+  (void)split;
+  if (mean->has_loss)
+    lk_result_metric(out, "ppl", exp(mean->loss));
+  return 0;
+}
+
 /* A context longer than block_size, cropped to its last block_size
  * tokens (nanoGPT's generate crops it so): B into CROP, a batch of CTX. */
 static int crop(gpt *m, const lk_batch *b, lk_batch *cropped) {
@@ -725,7 +737,8 @@ static const lk_option options[] = {
 
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
-                                     .predict_step = predict_step};
+                                     .predict_step = predict_step,
+                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

@@ -30,10 +30,12 @@ typedef struct mlp {
   float *d[2];  /* [cap, max_width]: dL/dz, ping-pong through the layers */
   size_t cap;   /* batch size the buffers hold */
   size_t ready; /* batch size of the training step backward may use, or 0 */
+  model_scores scores; /* top-k and F1 */
 } mlp;
 
 static void destroy(void *self) {
   mlp *m = self;
+  model_scores_free(&m->scores);
   free(m->block);
   free(m->layers);
   free(m);
@@ -169,6 +171,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     snprintf(name, sizeof name, "layer%zu", l);
     rc = model_add_dense(host, name, y->in, y->out, &y->w, &y->b);
   }
+  if (rc == 0)
+    rc = model_scores_init(host, o, (size_t)sizes[n - 1], &m->scores);
   const char *init = lk_opt_string(o, "init");
   size_t len = strlen(init), ext = strlen(".safetensors");
   if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
@@ -216,6 +220,7 @@ static int forward(mlp *m, const lk_batch *b, lk_step_result *out, bool keep) {
   if (rc != 0)
     return rc;
   model_classify(last->a, b, last->out, keep ? m->d[0] : NULL, out);
+  model_scores_batch(&m->scores, last->a, b, !keep, out);
   if (keep)
     m->ready = b->size;
   return 0;
@@ -237,6 +242,14 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
 
 static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
   return forward(self, b, out, false);
+}
+
+static int evaluation_end(void *self, lk_split split,
+                          const lk_step_result *mean, lk_step_result *out) {
+  mlp *m = self;
+  (void)split;
+  (void)mean;
+  return model_scores_end(&m->scores, m->host, out);
 }
 
 /* From dL/dlogits (kept by the training step, per sample) back through the
@@ -276,11 +289,13 @@ static const lk_option options[] = {
      "little-endian f32 file of every layer's weight then bias (torch's "
      "nn.Linear layout); empty: torch's init from the seed",
      NULL},
+    MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
-                                     .predict_step = predict_step};
+                                     .predict_step = predict_step,
+                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

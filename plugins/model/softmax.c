@@ -10,8 +10,12 @@ typedef model_single softmax;
 enum { Z, D };
 
 static int create(lk_host *host, const lk_options *o, void **self) {
-  return model_single_new(host, (size_t)lk_opt_int(o, "inputs"),
-                          (size_t)lk_opt_int(o, "classes"), true, self);
+  int rc = model_single_new(host, (size_t)lk_opt_int(o, "inputs"),
+                            (size_t)lk_opt_int(o, "classes"), true, self);
+  softmax *m = rc == 0 ? *self : NULL;
+  if (m && (rc = model_scores_init(host, o, m->outputs, &m->scores)) != 0)
+    model_single_destroy(m);
+  return rc;
 }
 
 /* buf[Z] = the logits of batch B, x checked. */
@@ -38,6 +42,7 @@ static int forward(softmax *m, const lk_batch *b, lk_step_result *out,
   if (rc != 0)
     return rc;
   model_classify(m->buf[Z], b, m->outputs, keep ? m->buf[D] : NULL, out);
+  model_scores_batch(&m->scores, m->buf[Z], b, !keep, out);
   if (keep)
     m->ready = b->size;
   return 0;
@@ -60,6 +65,14 @@ static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
   return forward(self, b, out, false);
 }
 
+static int evaluation_end(void *self, lk_split split,
+                          const lk_step_result *mean, lk_step_result *out) {
+  softmax *m = self;
+  (void)split;
+  (void)mean;
+  return model_scores_end(&m->scores, m->host, out);
+}
+
 static int backward(void *self, const lk_batch *b, double scale) {
   softmax *m = self;
   int rc = model_check_ready(m->host, m->ready, b->size);
@@ -73,11 +86,13 @@ static int backward(void *self, const lk_batch *b, double scale) {
 static const lk_option options[] = {
     {"inputs", LK_OPT_INT, "784", "features per sample", "[1, inf)"},
     {"classes", LK_OPT_INT, "10", "number of classes", "[2, inf)"},
+    MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
-                                     .predict_step = predict_step};
+                                     .predict_step = predict_step,
+                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {

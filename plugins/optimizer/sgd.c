@@ -1,6 +1,6 @@
 /* sgd: stochastic gradient descent with momentum, as torch.optim.SGD 1.13
- * (_single_tensor_sgd), with its option names, defaults and checks, except
- * that lr has a default.
+ * (_single_tensor_sgd), with its option names, defaults and checks (lr is
+ * required, as torch's).
  *
  * The momentum is host state that a scheduler may change (ABI 1.5's
  * set_momentum, as torch's OneCycleLR sets group['momentum']), read at
@@ -250,8 +250,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
 /* The ranges are torch's checks; the host makes them in the table's order,
  * which is torch's (lr, momentum, weight_decay). */
 static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.001",
-     "learning rate (torch requires it; loopkit's default is 0.001)",
+    {"lr", LK_OPT_DOUBLE, NULL,
+     "learning rate (required, as torch's: no rate suits every model)",
      "[0, inf)"},
     {"momentum", LK_OPT_DOUBLE, "0", "momentum factor", "[0, inf)"},
     {"dampening", LK_OPT_DOUBLE, "0", "dampening for momentum", NULL},

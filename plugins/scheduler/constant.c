@@ -67,8 +67,9 @@ static const lk_option options[] = {
      "(0, 1]"},
     {"total_iters", LK_OPT_INT, "5",
      "the number of steps that the scheduler decays the learning rate (epochs "
-     "at interval = epoch)",
-     "[0, inf)"},
+     "at interval = epoch; auto: the run's, or the part of its parent's a "
+     "child runs)",
+     "[0, inf) or auto"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 

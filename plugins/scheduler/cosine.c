@@ -61,8 +61,11 @@ static int restart(void *self, bool closed_form) {
 }
 
 static const lk_option options[] = {
-    {"T_max", LK_OPT_INT, NULL,
-     "intervals from the initial rate down to eta_min", "[1, inf)"},
+    {"T_max", LK_OPT_INT, "auto",
+     "intervals from the initial rate down to eta_min (torch requires it; "
+     "auto: the run's optimizer steps, or epochs at interval = epoch, or "
+     "the part of its parent's a child runs)",
+     "[1, inf) or auto"},
     {"eta_min", LK_OPT_DOUBLE, "0",
      "the minimum learning rate (a learning rate is never negative)",
      "[0, inf)"},

@@ -68,7 +68,10 @@ static const lk_option options[] = {
     {"end_factor", LK_OPT_DOUBLE, "1.0",
      "factor of the initial rate after total_iters", "[0, 1]"},
     {"total_iters", LK_OPT_INT, "5",
-     "intervals from start_factor to end_factor", "[1, inf)"},
+     "intervals from start_factor to end_factor (auto: the run's optimizer "
+     "steps, or epochs at interval = epoch, or the part of its parent's a "
+     "child runs: up to its milestone in a sequential)",
+     "[1, inf) or auto"},
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 

@@ -7,9 +7,10 @@
  * torch's use_beta1). The rate is a function of the step count (torch's
  * form is not recursive), checkpointed as every scheduler's.
  *
- * total_steps, or epochs * steps_per_epoch, as torch needs them: loopkit
- * does not guess them from the run. Stepping more than total_steps times
- * (torch's ValueError) fails the run, naming the scheduler. */
+ * total_steps, or epochs * steps_per_epoch, as torch needs them; by
+ * default total_steps = auto, the run's length, which the host counts
+ * before create. Stepping more than total_steps times (torch's
+ * ValueError) fails the run, naming the scheduler. */
 #include <stdlib.h>
 
 #include "scheduler_common.h"
@@ -89,6 +90,16 @@ static int total_steps(lk_host *host, const lk_options *o, int64_t *out) {
   int64_t total = lk_opt_int(o, "total_steps");
   int64_t epochs = lk_opt_int(o, "epochs");
   int64_t per_epoch = lk_opt_int(o, "steps_per_epoch");
+  /* torch's None with epochs and steps_per_epoch is total_steps = 0 here:
+   * left at auto, the run's length would silently win over them. */
+  const char *where = lk_opt_where(o, "total_steps");
+  if ((epochs || per_epoch) && where && strncmp(where, "auto", 4) == 0)
+    return lk_fail(host, LK_ECONFIG,
+                   "epochs = %lld and steps_per_epoch = %lld are given, but "
+                   "total_steps = auto (the run's length, %lld) is used "
+                   "before them: set total_steps = 0 (torch's None) to use "
+                   "epochs * steps_per_epoch, or leave them out",
+                   (long long)epochs, (long long)per_epoch, (long long)total);
   if (total == 0 && (epochs == 0 || per_epoch == 0))
     return lk_fail(host, LK_ECONFIG,
                    "You must define either total_steps OR (epochs AND "
@@ -183,10 +194,11 @@ static int restart(void *self, bool closed_form) {
 static const lk_option options[] = {
     {"max_lr", LK_OPT_DOUBLE, NULL, "upper learning rate boundary in the cycle",
      "[0, inf)"},
-    {"total_steps", LK_OPT_INT, "0",
-     "the total number of steps in the cycle; 0 (torch's None): epochs * "
-     "steps_per_epoch",
-     "[0, inf)"},
+    {"total_steps", LK_OPT_INT, "auto",
+     "the total number of steps in the cycle; auto: the run's optimizer "
+     "steps (epochs at interval = epoch), or the part of its parent's a "
+     "child runs; 0 (torch's None): epochs * steps_per_epoch",
+     "[0, inf) or auto"},
     {"epochs", LK_OPT_INT, "0",
      "the number of epochs to train for, with steps_per_epoch when "
      "total_steps is 0",

@@ -54,8 +54,9 @@ static const lk_option options[] = {
     /* torch's closed form divides by total_iters: 0 is refused. */
     {"total_iters", LK_OPT_INT, "5",
      "the number of steps that the scheduler decays the learning rate (epochs "
-     "at interval = epoch)",
-     "[1, inf)"},
+     "at interval = epoch; auto: the run's, or the part of its parent's a "
+     "child runs)",
+     "[1, inf) or auto"},
     {"power", LK_OPT_DOUBLE, "1.0",
      "the power of the polynomial (a negative one would divide by zero at "
      "total_iters)",

@@ -617,6 +617,14 @@ int lk_host_log_metric(lk_host *host, const char *name, double value) {
   return lk__rows_extra(run, host->inst->label, name, value);
 }
 
+int lk_host_reduce_sum(lk_host *host, double *values, size_t n) {
+  lk_run *run = host->env->run;
+  if (n && !values)
+    return lk__err(LK_EINVAL, "plugin %s: lk_host_reduce_sum of no values",
+                   host->inst->label);
+  return run ? lk__reduce_sum(run, values, n) : 0; /* one process */
+}
+
 void lk_host_progress(lk_host *host, uint64_t *epoch, uint64_t *global_step) {
   const lk_run *run = host->env->run;
   if (epoch)

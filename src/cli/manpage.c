@@ -9,8 +9,10 @@
  *   lk-manpage ini TEMPLATE PLUGIN.so...    > loopkit.ini.5
  *
  * A template line ".\" @NAME@" is replaced by the generated text; @VERSION@
- * anywhere becomes loopkit's version. Built at build time only: not
- * installed. */
+ * anywhere becomes loopkit's version; the lines from ".\" @TEMPLATE@" to
+ * ".\" @END@" are left out: they tell a reader of the template itself (man
+ * -l man/loopkit.1.in) that it lacks the generated parts and where the
+ * built page is. Built at build time only: not installed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,7 +127,12 @@ static int expand(const char *template, char **plugins, int n_plugins) {
   }
   char line[4096];
   int rc = 0;
+  bool note = false;
   while (rc == 0 && fgets(line, sizeof line, in)) {
+    if (!strncmp(line, ".\\\" @TEMPLATE@", 14) || note) {
+      note = strncmp(line, ".\\\" @END@", 9) != 0;
+      continue;
+    }
     if (!strncmp(line, ".\\\" @COMMANDS@", 14))
       command_sections(stdout);
     else if (!strncmp(line, ".\\\" @LOOP@", 10))

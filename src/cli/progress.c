@@ -74,13 +74,15 @@ void cli_progress(void *bar, const lk_progress *p) {
   if (p->max_epochs > 0)
     snprintf(head, sizeof head, "epoch %llu/%lld", (unsigned long long)p->epoch,
              (long long)p->max_epochs - 1);
+  else if (p->max_epochs < 0) /* no epoch limit: max_steps ends the run */
+    snprintf(head, sizeof head, "epoch %llu", (unsigned long long)p->epoch);
   else
     snprintf(head, sizeof head, "steps");
   clock_text(elapsed, sizeof elapsed, p->elapsed);
   clock_text(eta, sizeof eta, last ? 0 : p->eta);
   snprintf(tail, sizeof tail, " %llu/%llu loss %.4g %.0f %s/s %s<%s",
            (unsigned long long)p->batch, (unsigned long long)p->n_batches,
-           p->loss, p->per_second, p->max_epochs > 0 ? "samples" : "steps",
+           p->loss, p->per_second, p->max_epochs != 0 ? "samples" : "steps",
            elapsed, eta);
   int width = columns() - (int)strlen(head) - (int)strlen(tail) - 4;
   if (width > 40)

@@ -64,6 +64,46 @@ static int same_metrics(const lk_step_result *a, const lk_step_result *b,
 
 /* ---- evaluation of the validation and test splits ------------------------ */
 
+/* The step plugin's evaluation_end (ABI 1.6): the split's metrics that are
+ * not means of its batches', added to MEAN's once checked. */
+static int evaluation_end(const lk__instance *step, lk_split split,
+                          lk_step_result *mean) {
+  int (*fn)(void *, lk_split, const lk_step_result *, lk_step_result *) =
+      (int (*)(void *, lk_split, const lk_step_result *, lk_step_result *))
+          lk__entry_of(step, LK__KIND_STEP,
+                       LK__ENTRY(lk_step_ops, evaluation_end));
+  if (!fn)
+    return 0;
+  lk_step_result extra = {0};
+  uint64_t mark = lk__err_mark();
+  int rc = fn(step->self, split, mean, &extra);
+  if (rc != 0)
+    return lk__entry_failed(rc, mark, "evaluation_end of plugin %s",
+                            step->label);
+  if ((rc = lk__check_result(&extra, "evaluation_end", step->label)) != 0)
+    return rc;
+  if (extra.has_loss)
+    return lk__err(LK_EPLUGIN,
+                   "evaluation_end of plugin %s gave a loss: the split's is "
+                   "the mean of its batches'",
+                   step->label);
+  for (size_t m = 0; m < extra.n_metrics; m++) {
+    for (size_t k = 0; k < mean->n_metrics; k++)
+      if (!strcmp(mean->metrics[k].name, extra.metrics[m].name))
+        return lk__err(LK_EPLUGIN,
+                       "evaluation_end of plugin %s: metric \"%s\" is one "
+                       "its batches already gave",
+                       step->label, extra.metrics[m].name);
+    if (mean->n_metrics == LK_MAX_METRICS)
+      return lk__err(LK_EPLUGIN,
+                     "evaluation_end of plugin %s: more than %d metrics with "
+                     "its batches' (LK_MAX_METRICS)",
+                     step->label, LK_MAX_METRICS);
+    mean->metrics[mean->n_metrics++] = extra.metrics[m];
+  }
+  return 0;
+}
+
 /* HOOKS: the validation's own (on_validation_start) are called; outside
  * training (lk_run_evaluate) no callback is, since it would act on a run
  * that is not there. */
@@ -146,7 +186,7 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
   for (size_t m = 0; m < mean->n_metrics; m++)
     mean->metrics[m].value = sums[m] / samples;
   *ran = true;
-  return 0;
+  return evaluation_end(step, split, mean);
 }
 
 int lk__evaluate(lk_run *run, lk_split split, bool *ran, lk_step_result *mean) {

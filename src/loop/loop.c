@@ -189,6 +189,27 @@ static int end_window(lk_run *run, window *win, const lk_step_result *r,
   return 0;
 }
 
+static int validate(lk_run *run, lk__named *epoch_metrics);
+
+/* [loop] val_check_interval = N: a validation after every N-th optimizer
+ * step of an epoch (one a batch in manual optimization), in the epochs
+ * that validate, but not after the epoch's last batch, whose validation
+ * the epoch's end runs. Before the step's checkpoints: a checkpoint holds
+ * what the validation logged and what its callbacks decided, and a run
+ * resumed from it does not validate again. */
+static int validate_within(lk_run *run, bool epoch_end) {
+  const lk__progress *p = &run->state.progress;
+  const lk__loop_config *l = &run->loop;
+  if (l->val_check <= 0 || epoch_end || !lk__role(run, LK__KIND_DATA) ||
+      (p->epoch + 1) % (uint64_t)l->val_every != 0)
+    return 0;
+  uint64_t steps = l->manual ? p->batch : p->batch / (uint64_t)l->accumulate;
+  if (steps == 0 || steps % (uint64_t)l->val_check != 0)
+    return 0;
+  lk__named unused = {.n = 0};
+  return validate(run, &unused);
+}
+
 /* Between windows, where the state is whole: the checkpoints callbacks
  * asked for, and every checkpoint_every_n_steps steps last.ckpt. */
 static int checkpoints_due(lk_run *run, uint64_t step_before) {
@@ -206,7 +227,8 @@ static int checkpoints_due(lk_run *run, uint64_t step_before) {
  * closure (training_step, on_before_zero_grad, zero_grad,
  * on_before_backward, backward, on_after_backward, on_before_optimizer_step,
  * clipping, the update, on_after_optimizer_step), on_train_batch_end; at a
- * window's end its row and the step scheduler; the checkpoints due. */
+ * window's end its row, the step scheduler and a validation if one is due
+ * within the epoch; the checkpoints due. */
 static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
                        window *win) {
   lk__progress *p = &run->state.progress;
@@ -229,7 +251,8 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
   p->batch++;
   p->accum = window_end ? 0 : p->accum + 1;
   if (window_end && ((rc = agree(run, win, &r)) != 0 ||
-                     (rc = end_window(run, win, &r, step_before)) != 0))
+                     (rc = end_window(run, win, &r, step_before)) != 0 ||
+                     (rc = validate_within(run, epoch_end)) != 0))
     return rc;
   return checkpoints_due(run, step_before);
 }
@@ -244,7 +267,7 @@ static bool steps_done(const lk_run *run) {
 static bool more_to_train(const lk_run *run) {
   if (run->state.stopped || steps_done(run))
     return false;
-  return !lk__role(run, LK__KIND_DATA) ||
+  return !lk__role(run, LK__KIND_DATA) || run->loop.max_epochs < 0 ||
          run->state.progress.epoch < (uint64_t)run->loop.max_epochs;
 }
 
@@ -309,6 +332,25 @@ static int epoch_batches(lk_run *run, size_t *out) {
                    nb);
   *out = nb;
   return 0;
+}
+
+/* With several processes, once: batch_size is per process (as DDP's), so
+ * that a step takes WORLD times the batch, which users ask about. */
+static void note_batch(lk_run *run, const lk_batch *batch) {
+  long long world = run->env.world, b = (long long)batch->size;
+  long long acc = run->loop.manual ? 1 : run->loop.accumulate;
+  if (world <= 1 || run->noted_batch)
+    return;
+  run->noted_batch = true;
+  char accumulated[96] = "";
+  if (acc > 1)
+    snprintf(accumulated, sizeof accumulated,
+             " (%lld accumulated: %lld an optimizer step)", acc,
+             world * b * acc);
+  lk__log(&run->env, LK_LOG_INFO,
+          "%lld processes with batches of %lld each: %lld samples a step%s; "
+          "batch_size is per process, as DDP's",
+          world, b, world * b, accumulated);
 }
 
 /* The validation of an epoch's end: its row, on_validation_end, and its
@@ -387,6 +429,7 @@ int lk__train_epoch(lk_run *run) {
     batch.split = LK_SPLIT_TRAIN;
     batch.epoch = p->epoch;
     batch.index = index;
+    note_batch(run, &batch);
     uint64_t before = p->global_step;
     if ((rc = train_batch(run, &batch, b + 1 == nb, &win)) != 0)
       return rc;

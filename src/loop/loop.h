@@ -36,8 +36,8 @@
 /* ---- loopconfig.c: [loop] ------------------------------------------------ */
 
 typedef struct lk__loop_config {
-  int64_t max_epochs;
-  int64_t max_steps; /* -1: no limit */
+  int64_t max_epochs; /* -1: no limit (max_steps bounds the run) */
+  int64_t max_steps;  /* -1: no limit */
   int64_t accumulate;
   double clip_val;
   int64_t clip_algorithm; /* LK__CLIP_NORM or LK__CLIP_VALUE */
@@ -45,6 +45,7 @@ typedef struct lk__loop_config {
   bool manual;
   int64_t seed;
   int64_t val_every;
+  int64_t val_check; /* validate every N steps of an epoch too; 0: not */
   int64_t ckpt_every;
   int64_t keep_last; /* step-N.ckpt files kept besides last.ckpt */
   int64_t log_every; /* steps between progress lines in the log */
@@ -281,6 +282,7 @@ struct lk_run {
   bool complete;         /* resumed from a complete run: nothing to do */
   bool resumed;
   bool warned_shards;
+  bool noted_batch; /* several processes: the batch size per step said */
   double seconds;
   /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
    * test runs on, the first listed (setup.c); NULL otherwise. */

@@ -13,8 +13,11 @@
 /* X(KEY, FIELD, TYPE, DEFAULT, MIN, HELP, CHOICES): MIN is the smallest
  * value an integer key takes. */
 #define LOOP_KEYS(X)                                                           \
-  X(max_epochs, max_epochs, LK_OPT_INT, "1", 1,                                \
-    "epochs to train (with a data plugin)", NULL)                              \
+  X(max_epochs, max_epochs, LK_OPT_INT, "1", -1,                               \
+    "epochs to train (with a data plugin); -1: no limit. Not given: 1, or "    \
+    "-1 when max_steps is set (the run is then bounded by max_steps alone, "   \
+    "as Lightning's)",                                                         \
+    NULL)                                                                      \
   X(max_steps, max_steps, LK_OPT_INT, "-1", -1,                                \
     "optimizer steps to take; -1: no limit (required without a data "          \
     "plugin)",                                                                 \
@@ -39,6 +42,11 @@
     NULL)                                                                      \
   X(val_every_n_epochs, val_every, LK_OPT_INT, "1", 1,                         \
     "validate after every N-th epoch (and after the last)", NULL)              \
+  X(val_check_interval, val_check, LK_OPT_INT, "0", 0,                         \
+    "also validate after every N-th optimizer step of an epoch (Lightning's "  \
+    "int form: training batches, without accumulation), in the epochs "        \
+    "val_every_n_epochs validates; 0: at the epoch's end only",                \
+    NULL)                                                                      \
   X(checkpoint_every_n_steps, ckpt_every, LK_OPT_INT, "0", 0,                  \
     "also write last.ckpt every N optimizer steps; 0: at each epoch's end "    \
     "and at the end of training",                                              \
@@ -90,13 +98,29 @@ static const char *where_of(const lk_config *cfg, const char *key) {
   return e ? e->where : lk__config_path(cfg);
 }
 
+/* Whether max_steps sets a limit: given, and not -1. */
+static bool steps_limited(const lk_config *cfg) {
+  const lk_config_entry *e = lk_config_find(cfg, "loop", "max_steps");
+  int64_t steps;
+  return e && lk__parse_int(e->value, &steps) == 0 && steps != -1;
+}
+
+/* The default of key O in CFG: its declared one, but for max_epochs when
+ * max_steps is set, -1, so that the step budget alone bounds the run
+ * (Lightning's max_epochs = None with max_steps). */
+static const char *default_of(const lk_config *cfg, const lk_option *o) {
+  if (!strcmp(o->name, "max_epochs") && steps_limited(cfg))
+    return "-1";
+  return o->def;
+}
+
 /* Key K's value (given or default) into its field of L. */
 static int loop_value(const lk_config *cfg, size_t k, lk__loop_config *l) {
   const lk_option *o = &loop_keys[k];
   int64_t min = loop_fields[k].min;
   char *field = (char *)l + loop_fields[k].offset;
   const lk_config_entry *e = lk_config_find(cfg, "loop", o->name);
-  const char *v = e ? e->value : o->def;
+  const char *v = e ? e->value : default_of(cfg, o);
   const char *where = e ? e->where : "default";
   int64_t i;
   switch (o->type) {
@@ -193,7 +217,7 @@ int lk__loop_config_export(const lk_config *cfg, lk_config *out) {
   for (size_t k = 0; k < N_LOOP_KEYS && rc == 0; k++) {
     const lk_config_entry *e = lk_config_find(cfg, "loop", loop_keys[k].name);
     rc = lk_config_put(out, "loop", loop_keys[k].name,
-                       e ? e->value : loop_keys[k].def,
+                       e ? e->value : default_of(cfg, &loop_keys[k]),
                        e ? e->where : "default");
   }
   return rc;

@@ -24,6 +24,9 @@ struct lk__env {
   lk__logger log;
   const lk_config *src_cfg; /* during creation: where options come from */
   lk_run *run;              /* the training run; NULL outside one */
+  /* Before an instance's create: its options' auto values made numbers
+   * (auto.c's lk__auto_options, set by a run). NULL: none can be. */
+  int (*prepare)(lk__env *env, lk__instance *in);
 };
 
 /* log.c: a message of the host's own, when LEVEL is logged. */

@@ -25,7 +25,9 @@ typedef struct lk__entry {
  * SINCE  the ABI minor that added the kind;
  * DEFAULT the plugin the role takes when the key is absent (NULL: none);
  * CREATED the rank in creation order (data first: a model may size itself
- *        from it; then the model; then what works on its parameters);
+ *        from it; with it the strategy, so that the processes are known
+ *        when a scheduler counts the run's steps (auto.c); then the model;
+ *        then what works on its parameters);
  * HELP   the key's help, for loopkit.ini(5) and messages.
  * Rows are in [plugins] key order. */
 #define LK__KINDS(X)                                                           \
@@ -48,7 +50,7 @@ typedef struct lk__entry {
   X(DATA, data, "data", false, 0, NULL, 0,                                     \
     "the batches; without one each step works on the whole problem and "       \
     "there are no epochs")                                                     \
-  X(STRATEGY, strategy, "strategy", false, 0, NULL, 8,                         \
+  X(STRATEGY, strategy, "strategy", false, 0, NULL, 0,                         \
     "how the run spreads over processes (default: none, one process as "       \
     "with single; mpi)")                                                       \
   X(CALLBACK, callback, "callbacks", true, 0, NULL, 9,                         \

@@ -36,6 +36,7 @@ static const size_t desc_size[] = {
     offsetof(lk_descriptor, precision) + sizeof(void *),   /* 1.3 */
     offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
     offsetof(lk_descriptor, logger) + sizeof(void *),      /* 1.5 */
+    offsetof(lk_descriptor, logger) + sizeof(void *), /* 1.6: evaluation_end */
 };
 
 /* ---- What the host reads from a descriptor ----
@@ -199,14 +200,18 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
                    name, path, k, printable(buf, sizeof buf, o->name));
   snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
   int type;
-  memcpy(&type, &o->type, sizeof type); /* any value, not just the enum's */
-  int last = minor >= 4 ? LK_OPT_PATH : LK_OPT_DOUBLES; /* PATH: 1.4 */
+  memcpy(&type, &o->type, sizeof type);  /* any value, not just the enum's */
+  int last = minor >= 6   ? LK_OPT_PATHS /* PATHS: 1.6 */
+             : minor >= 4 ? LK_OPT_PATH  /* PATH: 1.4 */
+                          : LK_OPT_DOUBLES;
   if (type < LK_OPT_INT || type > last)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s has an unknown type %d "
                    "(LK_OPT_INT to %s are %d to %d)",
                    name, path, k, shown, type,
-                   last == LK_OPT_PATH ? "LK_OPT_PATH" : "LK_OPT_DOUBLES",
+                   last == LK_OPT_PATHS  ? "LK_OPT_PATHS"
+                   : last == LK_OPT_PATH ? "LK_OPT_PATH"
+                                         : "LK_OPT_DOUBLES",
                    LK_OPT_INT, last);
   if ((rc = check_option_string(ss, o->def, "default", k, shown, name, path)) !=
           0 ||
@@ -224,7 +229,7 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
   lk__range r;
   if (minor >= 4 && o->choices &&
       (type == LK_OPT_INT || type == LK_OPT_DOUBLE || type == LK_OPT_DOUBLES) &&
-      lk__range_parse(o->choices, &r) != 0)
+      lk__option_range(o, &r) != 0)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s declares the range \"%s\", "
                    "which is not an interval such as [0, inf) or (0, 1]",

@@ -15,7 +15,8 @@ typedef struct option_value {
   bool b;
   double *list;
   size_t list_len;
-  char *where; /* the config's FILE:LINE or --set, or "default" */
+  char *where;  /* the config's FILE:LINE or --set, or "default" */
+  bool is_auto; /* "auto", for the host to resolve before create (auto.c) */
 } option_value;
 
 struct lk_options {
@@ -32,6 +33,7 @@ const char *lk_option_type_name(lk_option_type type) {
   case LK_OPT_ENUM: return "enum";
   case LK_OPT_DOUBLES: return "doubles";
   case LK_OPT_PATH: return "path";
+  case LK_OPT_PATHS: return "paths";
   }
   return "?";
 }
@@ -97,6 +99,28 @@ void lk__range_text(const lk__range *r, char *buf, size_t len) {
            *a && *b ? " and " : "", b);
 }
 
+/* An integer option whose choices end with AUTO_SUFFIX also takes the
+ * word auto: a value the host knows better than the config (auto.c). */
+#define AUTO_SUFFIX " or auto"
+
+bool lk__option_takes_auto(const lk_option *o) {
+  size_t n = o->choices ? strlen(o->choices) : 0, s = strlen(AUTO_SUFFIX);
+  return o->type == LK_OPT_INT && n > s &&
+         strcmp(o->choices + n - s, AUTO_SUFFIX) == 0;
+}
+
+int lk__option_range(const lk_option *o, lk__range *r) {
+  if (!lk__option_takes_auto(o))
+    return lk__range_parse(o->choices, r);
+  char range[128];
+  size_t n = strlen(o->choices) - strlen(AUTO_SUFFIX);
+  if (n >= sizeof range)
+    return LK_EINVAL;
+  memcpy(range, o->choices, n);
+  range[n] = '\0';
+  return lk__range_parse(range, r);
+}
+
 /* The range an option declares, or false: none (or a plugin older than
  * ABI 1.4, whose choices mean nothing for a number). */
 static bool range_of(const lk_descriptor *desc, const lk_option *o,
@@ -105,7 +129,7 @@ static bool range_of(const lk_descriptor *desc, const lk_option *o,
       (o->type != LK_OPT_INT && o->type != LK_OPT_DOUBLE &&
        o->type != LK_OPT_DOUBLES))
     return false;
-  return lk__range_parse(o->choices, r) == 0;
+  return lk__option_range(o, r) == 0;
 }
 
 /* Doubles are finite unless the range takes an infinity, and within it.
@@ -184,8 +208,14 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
     return lk__err(LK_ENOMEM, "out of memory");
   switch (o->type) {
   case LK_OPT_INT:
+    if (strcmp(text, "auto") == 0 && lk__option_takes_auto(o)) {
+      v->is_auto = true; /* a number before create, or an error */
+      v->i = 0;
+      break;
+    }
     if (lk__parse_int(text, &v->i) != 0)
-      return lk__err(LK_ECONFIG, "expected an integer, got \"%s\"", text);
+      return lk__err(LK_ECONFIG, "expected an integer%s, got \"%s\"",
+                     lk__option_takes_auto(o) ? " or auto" : "", text);
     if (ranged && !lk__range_has(&r, (double)v->i)) {
       char words[128];
       lk__range_text(&r, words, sizeof words);
@@ -205,7 +235,8 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
       return lk__err(LK_ECONFIG, "expected true or false, got \"%s\"", text);
     break;
   case LK_OPT_STRING:
-  case LK_OPT_PATH: break; /* made absolute by the caller */
+  case LK_OPT_PATH:
+  case LK_OPT_PATHS: break; /* made absolute by the caller */
   case LK_OPT_ENUM:
     if (!enum_has(o->choices ? o->choices : "", text))
       return lk__err(LK_ECONFIG, "expected one of %s, got \"%s\"",
@@ -259,6 +290,50 @@ static bool is_host_key(const char *const *host_keys, const char *key) {
   return false;
 }
 
+/* LK_OPT_PATHS: each item of the comma list VALUE made absolute (as E's
+ * LK_OPT_PATH would be), trimmed, joined with commas into *OUT. */
+static int paths_abs(const lk_config *cfg, const lk_config_entry *e,
+                     const char *value, char **out) {
+  size_t cap = 1, used = 0;
+  char *joined = malloc(cap), *copy = lk__strdup(value), *save = NULL;
+  int rc = joined && copy ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (joined)
+    joined[0] = '\0';
+  for (char *t = rc ? NULL : strtok_r(copy, ",", &save); t && rc == 0;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ' || *t == '\t')
+      t++;
+    char *end = t + strlen(t);
+    while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+      *--end = '\0';
+    char *abs = NULL;
+    if (!*t || (rc = lk__config_abspath(cfg, e, t, &abs)) != 0) {
+      if (!*t)
+        rc = lk__err(LK_ECONFIG, "\"%s\": an empty item in a list of paths",
+                     value);
+      break;
+    }
+    size_t len = strlen(abs);
+    char *grown = realloc(joined, cap + len + 1);
+    if (!grown) {
+      free(abs);
+      rc = lk__err(LK_ENOMEM, "out of memory");
+      break;
+    }
+    joined = grown;
+    cap += len + 1;
+    used += (size_t)sprintf(joined + used, "%s%s", used ? "," : "", abs);
+    free(abs);
+  }
+  free(copy);
+  if (rc != 0) {
+    free(joined);
+    return rc;
+  }
+  *out = joined;
+  return 0;
+}
+
 int lk__options_parse(const lk_descriptor *desc, const char *section,
                       const lk_config *cfg, lk_options **out) {
   return lk__options_parse_in(desc, section, NULL, NULL, cfg, out);
@@ -308,6 +383,9 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
     char *abs = NULL;
     if (o->type == LK_OPT_PATH && (e || o->def) &&
         (rc = lk__config_abspath(cfg, e, e ? e->value : o->def, &abs)) != 0)
+      break;
+    if (o->type == LK_OPT_PATHS && (e || o->def) &&
+        (rc = paths_abs(cfg, e, e ? e->value : o->def, &abs)) != 0)
       break;
     if (!(v->where = lk__strdup(e ? e->where : "default"))) {
       free(abs);
@@ -382,6 +460,18 @@ int lk__options_export(const lk_options *opts, const char *section,
       return rc;
   }
   return 0;
+}
+
+size_t lk__options_count(const lk_options *opts) {
+  return opts ? opts->n : 0;
+}
+
+const lk_option *lk__options_decl(const lk_options *opts, size_t k) {
+  return k < lk__options_count(opts) ? opts->values[k].decl : NULL;
+}
+
+bool lk__options_is_auto(const lk_options *opts, size_t k) {
+  return k < lk__options_count(opts) && opts->values[k].is_auto;
 }
 
 void lk__options_free(lk_options *opts) {

@@ -31,6 +31,16 @@ int lk__options_export(const lk_options *opts, const char *section,
 
 void lk__options_free(lk_options *opts);
 
+/* The options of OPTS, by position: their declarations, and whether a
+ * value is the word auto, which the host resolves before create
+ * (auto.c). */
+size_t lk__options_count(const lk_options *opts);
+const lk_option *lk__options_decl(const lk_options *opts, size_t k);
+bool lk__options_is_auto(const lk_options *opts, size_t k);
+/* Whether option O takes auto: an integer whose choices (its range) end
+ * with " or auto", e.g. "[1, inf) or auto". */
+bool lk__option_takes_auto(const lk_option *o);
+
 /* A numeric option's range, from its choices: "[0, inf)", "(0, 1]". */
 typedef struct lk__range {
   double lo, hi; /* -inf and inf for an open end */
@@ -39,6 +49,8 @@ typedef struct lk__range {
 int lk__range_parse(const char *text, lk__range *r);
 bool lk__range_has(const lk__range *r, double v);
 void lk__range_text(const lk__range *r, char *buf, size_t len);
+/* The range option O's choices declare, " or auto" left aside. */
+int lk__option_range(const lk_option *o, lk__range *r);
 
 /* "a, b, c": the names of OPTIONS, for "accepted: ..." messages. False
  * when there are none. */

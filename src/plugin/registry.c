@@ -260,6 +260,17 @@ int lk__registry_create(lk__env *env, lk__instance *in) {
   int rc = in->opts
                ? 0
                : lk__options_parse(in->desc, in->name, env->src_cfg, &in->opts);
+  if (rc == 0 && env->prepare)
+    rc = env->prepare(env, in);
+  for (size_t k = 0; rc == 0 && k < lk__options_count(in->opts); k++)
+    if (lk__options_is_auto(in->opts, k))
+      rc = lk__err(LK_ECONFIG,
+                   "%s: option %s.%s = auto: nothing here to take it from "
+                   "(auto is a scheduler's length in a training run, or a "
+                   "data plugin's size that the model's option of the same "
+                   "name gives); give a number",
+                   lk_opt_where(in->opts, lk__options_decl(in->opts, k)->name),
+                   in->name, lk__options_decl(in->opts, k)->name);
   if (rc != 0)
     return rc;
   /* Room first, so that a created instance is always destroyed. The slot

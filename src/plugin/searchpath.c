@@ -11,14 +11,20 @@
  *    used only when /proc/self/exe really lies in it (both resolved): an
  *    installed program, which libtool relinked and copied elsewhere, never
  *    looks there.
- * 3. The installed plugin directory, $(pkglibdir).
+ * 3. The installed plugin directory: $(pkglibdir) as it lies next to the
+ *    libloopkit.so this process loaded (LIBDIR/loopkit), when there is one,
+ *    so that an installed tree works wherever it lands (make install
+ *    prefix=DIR on a tree configured for another prefix, a copied tree);
+ *    else $(pkglibdir) as configured (compiled in).
  *
  * Nothing here opens a plugin: loader.c checks every file it finds
  * (owner, mode, every directory up to /, symbolic links) the same way,
  * whichever directory it came from. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +35,37 @@
 #ifndef LK_PLUGINDIR
 #define LK_PLUGINDIR "/usr/local/lib/loopkit"
 #endif
+#ifndef LK_PLUGINDIR_NAME /* $(pkglibdir) within $(libdir) */
+#define LK_PLUGINDIR_NAME "loopkit"
+#endif
+
+static char installed[PATH_MAX];
+static pthread_once_t installed_once = PTHREAD_ONCE_INIT;
+
+static bool is_dir(const char *path);
+
+/* LIBDIR/loopkit beside the libloopkit.so this code is in, if it is a
+ * directory; else the configured one. */
+static void find_installed(void) {
+  Dl_info info;
+  char lib[PATH_MAX];
+  snprintf(installed, sizeof installed, "%s", LK_PLUGINDIR);
+  if (!dladdr((void *)find_installed, &info) || !info.dli_fname ||
+      !realpath(info.dli_fname, lib))
+    return;
+  char *slash = strrchr(lib, '/');
+  if (!slash)
+    return;
+  *slash = '\0';
+  char dir[PATH_MAX];
+  int n = snprintf(dir, sizeof dir, "%s/" LK_PLUGINDIR_NAME, lib);
+  if (n > 0 && (size_t)n < sizeof dir && is_dir(dir))
+    memcpy(installed, dir, (size_t)n + 1);
+}
 
 const char *lk_plugin_dir(void) {
-  return LK_PLUGINDIR;
+  pthread_once(&installed_once, find_installed);
+  return installed;
 }
 
 bool lk__unsafe_plugins(void) {
@@ -132,7 +166,7 @@ int lk__search_dirs(lk__dir_fn each, void *user) {
   free(copy);
   if (rc == 0 && build && !build_listed)
     rc = each(user, build, "the build tree this loopkit runs from");
-  return rc == 0 ? each(user, LK_PLUGINDIR, "the installed plugin directory")
+  return rc == 0 ? each(user, lk_plugin_dir(), "the installed plugin directory")
                  : rc;
 }
 

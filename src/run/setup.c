@@ -159,6 +159,14 @@ static int check_roles(lk_run *run, const lk_config *cfg) {
                    "%s: scheduler %s needs an optimizer with a learning rate; "
                    "there is no optimizer",
                    e->where, e->value);
+  if (!reg->role[LK__KIND_DATA] && run->loop.val_check > 0) {
+    e = lk_config_find(cfg, "loop", "val_check_interval");
+    return lk__err(LK_ECONFIG,
+                   "%s: val_check_interval = %lld without a data plugin: "
+                   "there is no validation split to check",
+                   e ? e->where : lk__config_path(cfg),
+                   (long long)run->loop.val_check);
+  }
   if (!reg->role[LK__KIND_DATA] && run->loop.max_steps < 0) {
     e = lk_config_find(cfg, "loop", "max_steps");
     return lk__err(LK_ECONFIG,
@@ -417,6 +425,7 @@ static int create(lk_run *run, const lk_config *cfg) {
   env->seed = (uint64_t)run->loop.seed;
   env->threads = lk__threads_resolve(run->loop.threads);
   env->src_cfg = cfg;
+  env->prepare = lk__auto_options;
   rc = lk__registry_create_all(env, lk__optim_create);
   env->src_cfg = NULL;
   env->tensors.sealed = true;

@@ -27,4 +27,11 @@ bool lk__optim_create(lk__env *env, lk__kind_id k, int *rc);
 int lk__optim_export(const lk_run *run, const lk_config *src, lk_config *out);
 void lk__optim_free(lk__optim *o);
 
+/* ---- auto.c -------------------------------------------------------------- */
+
+/* IN's options given as auto, made numbers before its create: a
+ * scheduler's length, the run's; a data plugin's size, the model's
+ * (env->prepare of a run). */
+int lk__auto_options(lk__env *env, lk__instance *in);
+
 #endif

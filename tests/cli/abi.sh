@@ -1,6 +1,6 @@
 #!/bin/sh
-# ABI policy: plugins built against the frozen headers of ABI 1.2, 1.3 and
-# 1.4 (tests/abi/v1.2, v1.3, v1.4) load into this loopkit and behave exactly as the
+# ABI policy: plugins built against the frozen headers of ABI 1.2, 1.3, 1.4
+# and 1.5 (tests/abi/v1.2 to v1.5) load into this loopkit and behave exactly as the
 # same sources built against today's headers; a newer minor or another major is
 # refused with both versions named.
 . "$LK_SRCDIR/tests/cli/lib.sh"
@@ -8,7 +8,7 @@
 A=$LK_ABI_DIR
 
 expect 0 'abi: +1\.2' "inspect: sgd built against the 1.2 headers says ABI 1.2" -- inspect "$A/sgd_v12.so"
-expect 0 'abi: +1\.5' "inspect: the bundled sgd says ABI 1.5" -- inspect sgd
+expect 0 'abi: +1\.6' "inspect: the bundled sgd says ABI 1.6" -- inspect sgd
 expect 0 'abi: +1\.4' "inspect: sgd built against the 1.4 headers says ABI 1.4" -- inspect "$A/sgd_v14.so"
 expect 0 'kinds: +step,backward,zero_grad,optimizer,callback' \
   "inspect: the 1.2 probe has its kinds" -- inspect "$A/probe_v12.so"
@@ -85,6 +85,8 @@ n_val = 2
 batch_size = 2
 [tracecb]
 trace = $T/val.trace
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 4 steps' "validation with the 1.2 callback" -- train "$T/val.ini" --out "$T/val"
 check "on_validation_start (new in 1.2) reaches it before each validation" \
@@ -107,7 +109,7 @@ batch_size = 4
 lr = 0.05
 momentum = 0.9
 INI
-expect 0 'trained 8 steps' "data and optimizer of ABI 1.5" -- train "$T/lin13.ini" --out "$T/run14d"
+expect 0 'trained 8 steps' "data and optimizer of ABI 1.6" -- train "$T/lin13.ini" --out "$T/run14d"
 expect 0 'trained 8 steps' "data and optimizer of ABI 1.4" -- \
   train "$T/lin13.ini" --out "$T/run14f" --set "plugins.data=$A/synthetic_v14.so" \
   --set "plugins.optimizer=$A/sgd_v14.so"
@@ -119,13 +121,22 @@ expect 0 'trained 8 steps' "data (no shape) and optimizer (no check_state) of AB
 "$LOOPKIT" dump "$T/run13d/checkpoints/last.ckpt" >"$T/dd13"
 check "... to the same bits" cmp -s "$T/dd14" "$T/dd13"
 check "... the 1.4 builds too" cmp -s "$T/dd14" "$T/dd14f"
+# A step plugin of ABI 1.5: its ops end before 1.6's evaluation_end, which
+# the host does not read; it trains and validates as today's build.
+expect 0 'abi: +1\.5' "inspect: linreg built against the 1.5 headers says ABI 1.5" -- inspect "$A/linreg_v15.so"
+expect 0 'trained 8 steps' "a step plugin of ABI 1.5 (no evaluation_end) trains and validates" -- \
+  train "$T/lin13.ini" --out "$T/run15s" --set "plugins.step=$A/linreg_v15.so" --set synthetic.n_val=8
+train_quiet() { "$LOOPKIT" train "$@" --quiet >/dev/null 2>&1; }
+train_quiet "$T/lin13.ini" --out "$T/run16s" --set synthetic.n_val=8
+check "... to the same bits and rows as today's build" \
+  sh -c "cmp -s '$T/run15s/metrics.csv' '$T/run16s/metrics.csv'"
 expect 0 'trained 12 steps' "the 1.3 run resumes (its optimizer has no check_state)" -- \
   train "$T/lin13.ini" --resume "$T/run13d/checkpoints/last.ckpt" --set loop.max_epochs=3 \
   --set "plugins.data=$A/synthetic_v13.so" --set "plugins.optimizer=$A/sgd_v13.so"
 
-expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.5' \
+expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.6' \
   "a newer minor is refused, both versions named" -- inspect "$LK_BROKEN_DIR/newminor.so"
-expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.5' \
+expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.6' \
   "another major is refused, both versions named" -- inspect "$LK_BROKEN_DIR/badabi.so"
 # predict_step came with 1.4: a 1.2 step plugin's ops end before it, and
 # what follows its table in memory is never taken for one.
@@ -135,6 +146,8 @@ max_steps = 1
 [plugins]
 step = $A/probe_v12.so
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/predict12.ini" --out "$T/p12" --quiet >/dev/null 2>&1
 expect 2 'plugin probe \(the step\) has no predict_step \(ABI 1.4\)' \

@@ -180,6 +180,8 @@ data = synthetic
 callbacks = early_stopping
 [early_stopping]
 mode = up
+[sgd]
+lr = 0.001
 INI
 expect 2 'es-bad.ini:9: option early_stopping.mode: expected one of min\|max, got "up"' \
   "early_stopping: bad mode names file:line" -- train "$T/es-bad.ini" --out "$T/x1"

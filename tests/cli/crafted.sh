@@ -43,6 +43,7 @@ step = rosenbrock
 optimizer = sgd
 scheduler = chained
 [sgd]
+lr = 0.001
 momentum = 0.9
 [chained]
 schedulers = oc:onecycle, d:exponential, r:cyclic
@@ -85,6 +86,8 @@ total_iters = 2
 factor = 0.5
 [e]
 gamma = 0.9
+[sgd]
+lr = 0.001
 INI
 train "$T/sq.ini" --out "$T/sq-ref"
 check "sequential after 9 steps: w at 1, c at 2, e at 4" sh -c \
@@ -111,6 +114,8 @@ scheduler = onecycle
 [onecycle]
 max_lr = 0.001
 total_steps = 10
+[sgd]
+lr = 0.001
 INI
 train "$T/oc.ini" --out "$T/oc-ref"
 refused oc "onecycle.last_epoch[0]=11" "state onecycle.last_epoch\[0\] = 11: expected a whole number in \[0, 10\]"
@@ -155,6 +160,7 @@ max_steps = 3
 step = rosenbrock
 optimizer = sgd
 [sgd]
+lr = 0.001
 momentum = 0.9
 INI
 train "$T/sg.ini" --out "$T/sg-ref"
@@ -179,6 +185,8 @@ max_lr = 0.001
 step_size_up = 3
 base_momentum = 0.9
 max_momentum = 0
+[sgd]
+lr = 0.001
 INI
 train "$T/late.ini" --out "$T/late-ref"
 check "sgd under cyclic from momentum 0: after step 1, no buffer filled yet" sh -c \
@@ -190,7 +198,7 @@ check "sgd: the buffers filled (initialized = 1) resume" \
 
 # rmsprop's first step decides whether it has buffers: before it (step 0)
 # has_momentum_buffer is 0, and while it is 0 the buffers are.
-sed 's/optimizer = sgd/optimizer = rmsprop/' "$T/late.ini" >"$T/rlate.ini"
+sed -e 's/optimizer = sgd/optimizer = rmsprop/' -e '/^\[sgd\]$/d' -e '/^lr = 0.001$/d' "$T/late.ini" >"$T/rlate.ini"
 train "$T/rlate.ini" --out "$T/rlate-ref"
 check "rmsprop under cyclic from momentum 0: its first step made no buffer" sh -c \
   "$EDIT '$T/rlate-ref/checkpoints/last.ckpt' --dump | grep -qx 'rmsprop.has_momentum_buffer\[0\] 0'"

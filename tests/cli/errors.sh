@@ -20,6 +20,8 @@ max_steps = 3
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 printf '[loop]\nmax_steps = 3\nthis is not ini\n' >"$T/syntax.ini"
 expect 2 'syntax.ini:3: ' "syntax error names file:line" -- train "$T/syntax.ini"
@@ -33,7 +35,7 @@ printf '[loop]\nmax_steps = 3\nterminate_on_nan = yes\n[plugins]\nstep = rosenbr
 expect 2 'bool.ini:3: .*expected true or false' "malformed boolean" -- train "$T/bool.ini"
 printf '[loop]\nmax_steps = 3\ngradient_clip_algorithm = max\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n' >"$T/enum.ini"
 expect 2 'enum.ini:3: .*expected one of norm\|value' "malformed enum" -- train "$T/enum.ini"
-printf '[loop]\nmax_steps = 3\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n[adam]\nlr = 1\n' >"$T/sect.ini"
+printf '[loop]\nmax_steps = 3\n[plugins]\nstep = rosenbrock\noptimizer = sgd\n[adam]\nlr = 1\n[sgd]\nlr = 1\n' >"$T/sect.ini"
 expect 2 'sect.ini:6: unknown section \[adam\].*accepted sections: loop, plugins' \
   "unknown section" -- train "$T/sect.ini"
 printf '[loop]\nmax_steps = 3\n[plugins]\noptimizer = sgd\n' >"$T/nostep.ini"
@@ -69,7 +71,7 @@ expect 2 'plugin refuse \(.*refuse.so\) failed to start: option ok = false' \
   "plugin that refuses its options" -- train "$T/good.ini" --set plugins.zero_grad=refuse
 expect 2 "nodesc.so\) has no descriptor: symbol lk_plugin_descriptor" "plugin without descriptor" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/nodesc.so"
-expect 2 'built for loopkit plugin ABI 99.3; this loopkit has ABI 1.5' "ABI mismatch names both" \
+expect 2 'built for loopkit plugin ABI 99.3; this loopkit has ABI 1.6' "ABI mismatch names both" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/badabi.so"
 expect 2 'cannot load plugin .*undefsym.so.*lk_no_such_function_anywhere' "dlopen error text" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/undefsym.so"
@@ -126,6 +128,8 @@ max_steps = 3
 [plugins]
 step = ranged
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 3 steps' "options inside their ranges train (inf where the range takes it)" \
   -- train "$T/ranged.ini" --out "$T/rg0"
@@ -160,6 +164,8 @@ max_steps = 1
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 refused() {
   role=$1 setting=$2 words=$3

@@ -239,6 +239,8 @@ config lin <<INI
 step = linreg
 optimizer = sgd
 data = synthetic
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/lin.ini" --out "$T/lin" --quiet >/dev/null 2>&1
 expect 2 'linreg \(the step\) has no predict_step' "predict with a step plugin without predict_step: exit 2" -- \

@@ -180,6 +180,8 @@ max_steps = 1
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train rosen.ini --out r-rosen --quiet >/dev/null 2>&1
 expect 2 "plugin rosenbrock \\(the step\\) has no predict_step" \

@@ -13,6 +13,8 @@ config lin <<INI
 step = linreg
 optimizer = sgd
 data = synthetic
+[sgd]
+lr = 0.001
 INI
 expect 0 '^bias ' "a data model: every parameter reported" -- gradcheck "$T/lin.ini" --batches 3 --tolerance 1e-6
 check "a data model: weight reported" grep -q '^weight ' "$T/out"
@@ -24,6 +26,8 @@ step = probe
 optimizer = sgd
 [probe]
 grad = 3
+[sgd]
+lr = 0.001
 INI
 expect 1 'w +[0-9.e-]+ +2 +over tolerance' "a wrong backward is caught" -- gradcheck "$T/wrong.ini" --tolerance 1e-3
 expect 1 'w +[0-9.e-]+ +2 +over tolerance 1e-06' "... and so it is at the default tolerance, exit 1" -- gradcheck "$T/wrong.ini"
@@ -48,6 +52,8 @@ shuffle = false
 normalize = scale
 [sequential]
 layers = conv2d(3, 3, stride=2), tanh, flatten, linear(3)
+[sgd]
+lr = 0.001
 INI
 expect 0 '^gradcheck: passed \(tolerance 0\.01 for f32\)$' "an f32 network (sequential) passes at the default" -- gradcheck "$T/seq.ini"
 check "... every parameter reported, none over" sh -c "grep -q '^3\.bias ' '$T/out' && ! grep -q over '$T/out'"

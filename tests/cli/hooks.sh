@@ -124,6 +124,8 @@ n_test = 0
 batch_size = 4
 [tracecb]
 trace = $T/val.trace
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/val.ini" --out "$T/val" --quiet >/dev/null 2>&1
 epoch='cb:on_train_epoch_start

@@ -131,6 +131,7 @@ check "the effective config names them optimizer = opt:sgd, scheduler = sch:step
   sh -c "grep -qx 'optimizer = opt:sgd' '$T/nopt/config.ini' && grep -qx 'scheduler = sch:step_lr' '$T/nopt/config.ini' &&
     grep -qx 'gamma = 0.5' '$T/nopt/config.ini'"
 sed 's/^\[opt\]/[sgd]/' "$T/nopt.ini" >"$T/nopt2.ini"
+printf '[opt]\nlr = 0.001\n' >>"$T/nopt2.ini" # sgd's lr is required
 expect 2 'nopt2\.ini:14: unknown section \[sgd\]: .*accepted sections: .*opt' \
   "a named optimizer's options under [sgd] are an unknown section" -- train "$T/nopt2.ini" --out "$T/y1"
 

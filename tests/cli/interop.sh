@@ -84,6 +84,8 @@ optimizer = sgd
 [probe]
 nan_loss_at = 2
 trace = $T/nan.trace
+[sgd]
+lr = 0.001
 INI
 
 # interop PLUGIN BUILT REASON BAD_MESSAGE BAD_SETTING LAST [KEY = VALUE]...:

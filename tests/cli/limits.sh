@@ -24,7 +24,7 @@ expect 2 "^loopkit: $T/threads\\.ini:2: loop\\.threads = 300: expected 0 .* to 2
   "... the config's line named" -- train "$T/threads.ini" --out "$T/t300"
 # (sgd: adam's context of 256 threads takes 30 s under valgrind)
 expect 0 'trained 2 steps' "[loop] threads = 256, the largest, is taken" \
-  -- train "$T/ros.ini" --set loop.threads=256 --set plugins.optimizer=sgd \
+  -- train "$T/ros.ini" --set loop.threads=256 --set plugins.optimizer=sgd --set sgd.lr=0.001 \
   --out "$T/t256" --quiet
 expect 0 'trained 2 steps' "... and 2 with adam's kit context" \
   -- train "$T/ros.ini" --set loop.threads=2 --out "$T/t2" --quiet

@@ -26,6 +26,20 @@ else
   done
 fi
 
+# man -l on the source tree's templates is no trap: they say they are
+# templates and name the built page, which does not.
+for page in loopkit.1 loopkit.ini.5; do
+  if command -v groff >/dev/null 2>&1; then
+    groff -man -Tutf8 "$LK_SRCDIR/man/$page.in" 2>/dev/null | col -b 2>/dev/null >"$T/tmpl" ||
+      groff -man -Tascii "$LK_SRCDIR/man/$page.in" >"$T/tmpl" 2>/dev/null
+    check "man -l man/$page.in says it is a template and names build/man/$page" \
+      sh -c "grep -q 'THIS IS A TEMPLATE' '$T/tmpl' && grep -q 'build/man/$page' '$T/tmpl'"
+  else
+    echo "ok $((n += 1)) - man/$page.in names the built page # SKIP groff not installed"
+  fi
+  check "... and build/man/$page does not" sh -c "! grep -q 'TEMPLATE' '$M/$page'"
+done
+
 # ---- loopkit.ini(5) against loopkit inspect ----
 # entries FILE: "name (type, default D)" lines of a roff option list.
 entries() { grep '^\\fB' "$1" | unroff; }
@@ -68,25 +82,31 @@ check "loopkit.ini(5) has every bundled plugin ($plugins) with the options inspe
   test -z "$bad"
 check "... which is more than a handful" test "$plugins" -ge 20
 
-# [loop]: names and defaults as the effective config of a run with none set.
+# [loop]: names and defaults as the effective config of a run with none set
+# (but max_steps, which rosenbrock needs, and max_epochs, which max_steps
+# makes -1).
 config defaults <<INI
 [loop]
 max_steps = 1
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/defaults.ini" --out "$T/run" --quiet >/dev/null 2>&1
 awk '/^\[/ { on = ($0 == "[loop]"); next } on && NF { print $1 " " $3 }' \
-  "$T/run/config.ini" | grep -v '^max_steps ' | sort >"$T/loop.run"
+  "$T/run/config.ini" | grep -v '^max_steps \|^max_epochs ' | sort >"$T/loop.run"
 awk '$0 == ".SH \"[loop]\"" { on = 1; next } /^\.SH/ { on = 0 } on' \
   "$M/loopkit.ini.5" >"$T/sec"
 entries "$T/sec" | sed 's/^\([a-z_]*\) (.*, default \(.*\))$/\1 \2/' |
-  grep -v '^max_steps ' | sort >"$T/loop.man"
+  grep -v '^max_steps \|^max_epochs ' | sort >"$T/loop.man"
 check "loopkit.ini(5)'s [loop] keys and defaults are the effective config's" \
   cmp "$T/loop.run" "$T/loop.man"
-check "... all fourteen of them (max_steps, which the run sets, apart)" test "$(wc -l <"$T/loop.man")" -eq 13
+check "... all fifteen of them (max_steps and max_epochs apart)" test "$(wc -l <"$T/loop.man")" -eq 13
 check "... and max_steps" grep -q '^\\fBmax_steps\\fR (int, default \\-1)' "$M/loopkit.ini.5"
+check "... and max_epochs, 1 by default" grep -q '^\\fBmax_epochs\\fR (int, default 1)' "$M/loopkit.ini.5"
+check "... but -1 (no limit) in a run that sets max_steps alone" grep -qx 'max_epochs = -1' "$T/run/config.ini"
 
 # [plugins]: the roles the config checks accept.
 config badrole <<INI

@@ -57,6 +57,8 @@ optimizer = sgd
 data = synthetic
 [linear]
 inputs = 3
+[sgd]
+lr = 0.001
 INI
 expect 0 '^weight +' "linear gradcheck on f64 batches (the synthetic test data)" \
   -- gradcheck "$T/linsyn.ini" --batches 2 --tolerance 1e-2
@@ -217,6 +219,8 @@ max_steps = 1
 [plugins]
 step = softmax
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 expect 1 'needs batches' "softmax without a data plugin" -- train "$T/nodata.ini" --out "$T/bad11" --quiet
 

@@ -146,6 +146,8 @@ data = synthetic
 shuffle = true
 n_train = 48
 batch_size = 4
+[sgd]
+lr = 0.001
 INI
 lr_sgd=0.05 lr_adam=0.05
 
@@ -248,6 +250,8 @@ path = $T/cls.csv
 batch_size = 4
 [mlp]
 layers = 3,16,3
+[sgd]
+lr = 0.001
 INI
 lr_sgd=0.1 lr_adam=0.01
 for opt in sgd adam; do
@@ -282,6 +286,58 @@ check "the error names the rank and the failure" \
 mexpect 2 'data plugin synthetic has 1 training batches for 2 processes' \
   "fewer training batches than ranks: an error naming the data plugin" \
   -- 2 train lin.ini --quiet --out few --set plugins.strategy=mpi --set synthetic.n_train=4
+
+# ---- the README's command line, on one machine ------------------------------
+# Its two-node Open MPI line, with this machine as the one node of 3 slots:
+# batch_size is per process (rank 0 says so), a schedule's auto length
+# counts one rank's share, and the run is one process's with batches of 3
+# times the size.
+readme=$(grep '^  mpirun -np 8 --host node1:4,node2:4 loopkit train CONFIG.ini' "$LK_SRCDIR/README.md")
+check "the README shows the two-node mpirun line" test -n "$readme"
+check "... and the srun one" grep -q '^  srun --nodes=2 --ntasks-per-node=4 --mpi=pmix loopkit train CONFIG.ini --set plugins.strategy=mpi$' "$LK_SRCDIR/README.md"
+# shellcheck disable=SC2086 # the README's words are the arguments
+set -- $(echo "$readme" | sed -e 's/-np 8 --host node1:4,node2:4/-np 3 --host localhost:3/' \
+  -e "s|loopkit train CONFIG.ini|$LK_BUILDDIR/loopkit train lin.ini|")
+shift # mpirun
+ASAN_OPTIONS=$asan timeout 120 mpirun --allow-run-as-root --oversubscribe "$@" \
+  --out readme-3 $(opts sgd) --set plugins.scheduler=cosine --set cosine.interval=step >out 2>&1
+got=$?
+check "mpirun -np 3 --host localhost:3 (the README's line) trains" test "$got" -eq 0
+check "... rank 0 says batch_size is per process: 3 x 4 = 12 samples a step" \
+  grep -q '^3 processes with batches of 4 each: 12 samples a step; batch_size is per process, as DDP.s$' out
+check "... once, from rank 0" test "$(grep -c 'batch_size is per process' out)" -eq 1
+check "... cosine's T_max = auto counts a rank's 4 batches an epoch: 12 steps" \
+  grep -q 'cosine: T_max = auto = 12 ' out
+"$LOOPKIT" train lin.ini --quiet --out readme-1x3 $(opts sgd) --set synthetic.batch_size=12 \
+  --set plugins.scheduler=cosine --set cosine.interval=step >/dev/null 2>&1
+check "... equal to one process with batches of 12 (the same schedule), within 1e-12" \
+  close readme-1x3/checkpoints/last.ckpt readme-3/checkpoints/last.ckpt 1e-12
+
+# Macro F1 sums its counts over the ranks that share the validation: 3
+# ranks give one process's val_f1, on the same checkpoint.
+config cls <<INI
+[loop]
+max_epochs = 1
+[plugins]
+step = mlp
+optimizer = sgd
+data = csv
+[csv]
+path = $T/cls.csv
+batch_size = 2
+val_split = 0.5
+[mlp]
+layers = 3,16,3
+f1 = true
+[sgd]
+lr = 0.1
+INI
+"$LOOPKIT" train cls.ini --quiet --out cls-1 >/dev/null 2>&1
+"$LOOPKIT" validate cls.ini --ckpt cls-1/checkpoints/last.ckpt >val-1 2>&1
+mpi 3 validate cls.ini --ckpt cls-1/checkpoints/last.ckpt --set plugins.strategy=mpi >val-3 2>&1
+f1_1=$(grep '^val_f1 ' val-1)
+check "val_f1 over 3 ranks sharing the split's batches is one process's ($f1_1)" \
+  sh -c "[ -n '$f1_1' ] && [ \"\$(grep '^val_f1 ' val-3 | sort -u)\" = '$f1_1' ]"
 
 # The line bench/mpi reads.
 mexpect 0 '^mpi: 2 ranks; 12 gradient allreduces of 32 bytes, [0-9.]+ µs each \(mean\), total [0-9.]+ s$' \

@@ -312,6 +312,8 @@ y = $T/huge_y.npy
 batch_size = 4
 [mlp]
 layers = 16384,2
+[sgd]
+lr = 0.001
 INI
     if [ -x /usr/bin/time ]; then
       /usr/bin/time -f 'maxrss_kb %M' -o "$T/rss" "$LOOPKIT" train "$T/huge.ini" \

@@ -241,6 +241,8 @@ max_steps = 3
 step = rosenbrock
 optimizer = sgd
 profiler = simple
+[sgd]
+lr = 0.001
 INI
 D=$T/train
 mkdir "$D" "$D/cwd"

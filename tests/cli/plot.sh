@@ -21,6 +21,8 @@ max_steps = 3
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
   expect 0 'trained 3 steps' "without cairo: train still succeeds" -- train "$T/nocairo.ini" --out "$T/nc"
   check "without cairo: train writes no curves.png" test ! -e "$T/nc/curves.png"

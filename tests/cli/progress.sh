@@ -25,6 +25,8 @@ n_train = 80
 n_val = 8
 n_test = 8
 batch_size = 4
+[sgd]
+lr = 0.001
 INI
 
 # On a terminal: script gives loopkit a pseudo-terminal for stdout and
@@ -81,6 +83,8 @@ log_every_n_steps = 10
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/nodata.ini" --out "$T/nodata" >/dev/null 2>"$T/nodata.err"
 check "without data: a line every 10 steps, counting steps" \

@@ -168,7 +168,8 @@ for opt in sgd adam adamw rmsprop adagrad adadelta adamax asgd nadam radam rprop
       [ $sched = none ] || printf 'scheduler = momsched\n[momsched]\nvalues = 0.9,0.5,0,0.7\n'
       printf '[synthetic]\nn_train = 16\nbatch_size = 4\n'
       case $opt in
-      sgd | rmsprop) printf '[%s]\nmomentum = 0.9\n' $opt ;;
+      sgd) printf '[sgd]\nlr = 0.001\nmomentum = 0.9\n' ;; # lr is required
+      rmsprop) printf '[rmsprop]\nmomentum = 0.9\n' ;;
       asgd) printf '[asgd]\nt0 = 2\n' ;; # averaging from step 3 on
       esac
     } >"$T/opt.ini"
@@ -370,6 +371,8 @@ optimizer = sgd
 [probe]
 n = 1000
 delay_us = 20000
+[sgd]
+lr = 0.001
 INI
 "$LOOPKIT" train "$T/slow.ini" --out "$T/busy" --quiet >"$T/busy.out" 2>&1 &
 pid=$!
@@ -404,6 +407,8 @@ max_steps = 3
 [plugins]
 step = probe
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 for what in "count:returned 21 metrics, at most 16" \
   "comma:metric 1 \"a,b\" is not a metrics.csv column name" \
@@ -463,6 +468,8 @@ data = csv
 path = $T/fifo.ini
 [linear]
 inputs = 2
+[sgd]
+lr = 0.001
 INI
 timeout 20 "$LOOPKIT" train "$T/csvfifo.ini" --out "$T/csvfifo" >"$T/out" 2>&1
 check "a FIFO as a data file is refused, status 2" test $? -eq 2

@@ -137,6 +137,8 @@ step = probe
 optimizer = sgd
 [probe]
 fail_at = 6
+[sgd]
+lr = 0.001
 INI
 expect 1 "loopkit: resume with: loopkit train --resume $T/fail" \
   "a failed run with a checkpoint prints the resume command" -- train "$T/fail.ini" --out "$T/fail"
@@ -175,11 +177,11 @@ file = t.json
 INI
 expect 0 "note: $T/swap.ini:13: section \[adam\] is unused: --set plugins.optimizer=sgd replaced optimizer = adam" \
   "--set plugins.optimizer=sgd swaps the optimizer; [adam] is noted unused" \
-  -- train "$T/swap.ini" --set plugins.optimizer=sgd --out "$T/sgd"
+  -- train "$T/swap.ini" --set plugins.optimizer=sgd --set sgd.lr=0.01 --out "$T/sgd"
 check "... the run used sgd" grep -qx 'optimizer = sgd' "$T/sgd/config.ini"
 check "... and its config.ini has no [adam]" sh -c "! grep -q '^\[adam\]' '$T/sgd/config.ini'"
 expect 2 "unknown section \[adm\]" "an unknown section is still an error beside a swap" \
-  -- train "$T/swap.ini" --set plugins.optimizer=sgd --set adm.lr=1 --out "$T/adm"
+  -- train "$T/swap.ini" --set plugins.optimizer=sgd --set sgd.lr=0.01 --set adm.lr=1 --out "$T/adm"
 for how in none ""; do
   expect 0 "note: $T/swap.ini:15: section \[trace\] is unused: --set plugins.profiler=$how replaced profiler = trace" \
     "--set plugins.profiler=$how removes the profiler, [trace] noted unused" \
@@ -209,5 +211,5 @@ expect 1 "training_step of plugin probe: no optimizer plugin is configured" \
 interrupt 20 "$T/ref/config.ini" --out "$T/swapres"
 expect 2 "section \[adam\] is unused: --set plugins.optimizer=sgd replaced optimizer = adam" \
   "a swap on a resume notes the run's [adam] unused" \
-  -- train --resume "$T/swapres" --set plugins.optimizer=sgd
+  -- train --resume "$T/swapres" --set plugins.optimizer=sgd --set sgd.lr=0.01
 finish

@@ -225,6 +225,8 @@ milestones = 3
 interval = step
 [main]
 T_max = 4
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 5 steps' "the base config trains" -- train "$T/bad.ini" --out "$T/ok"
 # variant NAME SED: bad.ini edited, as $T/NAME.ini (line numbers kept).
@@ -240,7 +242,7 @@ refused 'v.ini:8: option lrs.schedulers: sgd \(.*sgd.so\) cannot be a scheduler 
   "a child that is not a scheduler" 's/^schedulers = .*/schedulers = warm:linear_warmup, sgd/'
 refused 'v.ini:8: option lrs.schedulers: scheduler main:cosine is used twice: it is already a scheduler of lrs:sequential' \
   "a child named twice" 's/^schedulers = .*/schedulers = main:cosine, main:cosine/'
-refused 'v.ini:16: option inner.schedulers: scheduler main:cosine is used twice: it is already a scheduler of chained' \
+refused 'v.ini:18: option inner.schedulers: scheduler main:cosine is used twice: it is already a scheduler of chained' \
   "a child of two parents" 's/^scheduler = .*/scheduler = chained/' \
   "$(printf '[chained]\nschedulers = main:cosine, inner:sequential\n[inner]\nschedulers = main:cosine')"
 refused 'v.ini:8: option lrs.schedulers: name main is used twice: for plugin step_lr here and for plugin cosine' \
@@ -268,7 +270,7 @@ refused 'v.ini:8: option lrs.schedulers: c:chained cannot be a scheduler of sequ
   "chained in a sequential" \
   's/^schedulers = .*/schedulers = warm:linear_warmup, c:chained/' \
   "$(printf '[c]\nschedulers = x:constant')"
-refused 'v.ini:14: option warm.interval = epoch: scheduler warm:linear_warmup steps when its parent lrs:sequential does, at interval = step' \
+refused 'v.ini:16: option warm.interval = epoch: scheduler warm:linear_warmup steps when its parent lrs:sequential does, at interval = step' \
   "a child at another interval than its parent" 's/^T_max/T_max/' \
   "$(printf '[warm]\ninterval = epoch')"
 refused 'v.ini:8: option chained.schedulers: lstsq \(.*\) cannot be a scheduler of chained: it implements step,backward' \

@@ -27,8 +27,8 @@ check "a staged install (DESTDIR) runs no ldconfig" sh -c "! grep -q ldconfig '$
 # ld.so.conf lists, such as /usr/local/lib, and there a new
 # libloopkit.so.0 is not found until ldconfig rebuilds the cache).
 if command -v readelf >/dev/null 2>&1; then
-  check "installed loopkit: RUNPATH [$libdir]" \
-    sh -c "readelf -d '$T/root$bindir/loopkit' | grep -q 'RUNPATH.*\[$libdir\]'"
+  check "installed loopkit: RUNPATH [\$ORIGIN/../lib:$libdir]" \
+    sh -c "readelf -d '$T/root$bindir/loopkit' | grep -q 'RUNPATH.*\[\$ORIGIN/\.\./lib:$libdir\]'"
 else
   echo "ok $((n += 1)) - installed loopkit: RUNPATH # SKIP no readelf"
 fi

@@ -19,6 +19,8 @@ max_steps = 3
 [plugins]
 step = rosenbrock
 optimizer = sgd
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 3 steps' "the bundled plugins still load" -- train "$T/good.ini" --out "$T/run0"
 

@@ -178,6 +178,8 @@ step = probe
 optimizer = sgd
 [probe]
 nan_loss_at = 0
+[sgd]
+lr = 0.001
 INI
 for opt in sgd adam adamw rmsprop adagrad adadelta adamax asgd nadam radam rprop lbfgs sam; do
   "$LOOPKIT" train "$T/nanopt.ini" --out "$T/nan-$opt" --quiet --set plugins.optimizer=$opt >/dev/null 2>&1

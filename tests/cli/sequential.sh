@@ -139,6 +139,8 @@ step = sequential
 optimizer = sgd
 [sequential]
 layers = flatten, linear(3)
+[sgd]
+lr = 0.001
 INI
 expect 2 "sizes itself from the data's sample shape" "without data it cannot size itself" -- train "$T/nodata.ini"
 awk 'BEGIN { OFS = ","; print "a,b,y"; for (i = 0; i < 8; i++) print i, i * 2, i / 3 }' >reg.csv
@@ -152,6 +154,8 @@ path = $T/reg.csv
 labels = float
 [sequential]
 layers = linear(1)
+[sgd]
+lr = 0.001
 INI
 expect 2 "the data's targets are not class labels" "regression targets are refused" -- train "$T/reg.ini"
 expect 2 'init ".*/t10k-labels-idx1-ubyte": expected 7076 bytes' "an init file of the wrong size" \

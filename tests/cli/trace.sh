@@ -145,6 +145,8 @@ step = linreg
 optimizer = sgd
 data = synthetic
 profiler = trace
+[sgd]
+lr = 0.001
 INI
 expect 0 'trained 8 steps' "accumulation with the trace profiler trains" \
   -- train "$T/accumulate.ini" --out "$T/acc"
@@ -215,7 +217,8 @@ int main(int argc, char **argv) {
   lk_run_options o = {.out_dir = dir, .log = say, .verbosity = LK_LOG_DEBUG};
   if (argc != 3 ||
       lk_config_parse("host", "[loop]\nmax_steps = 1\n[plugins]\nstep = "
-                      "rosenbrock\noptimizer = sgd\nprofiler = trace\n",
+                      "rosenbrock\noptimizer = sgd\nprofiler = trace\n"
+                      "[sgd]\nlr = 0.001\n",
                       &cfg) != 0 ||
       lk_run_new(cfg, &o, &run) != 0) {
     fprintf(stderr, "setup: %s\n", lk_last_error());

@@ -74,7 +74,12 @@ class Sched:
     def options(self):
         if self.loopkit is not None:
             return self.loopkit
-        return {k: v for k, v in self.kwargs.items()}
+        o = {k: v for k, v in self.kwargs.items()}
+        # torch's total_steps=None is loopkit's 0 (its default, auto, is
+        # the run's length).
+        if self.cls is S.OneCycleLR and "total_steps" not in o:
+            o["total_steps"] = 0
+        return o
 
 
 class Composite:

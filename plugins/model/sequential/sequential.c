@@ -71,6 +71,7 @@ typedef struct seq {
   float *grad[2]; /* [cap, max_numel]: dL/d(activation), ping-pong */
   size_t cap;     /* batch size the buffers hold; they only grow */
   size_t ready;   /* batch size of the training step backward may use, or 0 */
+  model_scores scores; /* top-k and F1 */
 } seq;
 
 static const char *kind_name(const seq_layer *l) {
@@ -122,6 +123,7 @@ static void destroy(void *self) {
   free(m->layers);
   free(m->text);
   lk_nn_free(m->nn);
+  model_scores_free(&m->scores);
   free(m);
 }
 
@@ -522,6 +524,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     torch_init(m);
   if (rc == 0 && lk_nn_create(&m->nn, lk_host_threads(host), 0) != 0)
     rc = lk_fail(host, LK_ENOMEM, "%s", lk_last_error());
+  if (rc == 0)
+    rc = model_scores_init(host, o, m->classes, &m->scores);
   if (rc != 0) {
     destroy(m);
     return rc;
@@ -737,6 +741,8 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
   out->has_loss = true;
   out->loss = loss;
   lk_result_metric(out, "acc", (double)correct / (double)n);
+  model_scores_batch(&m->scores, m->layers[m->n_layers - 1].y, b, !training,
+                     out);
   if (training)
     m->ready = b->size;
   return 0;
@@ -759,6 +765,14 @@ static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
 
 static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
   return forward(self, b, out, false);
+}
+
+static int evaluation_end(void *self, lk_split split,
+                          const lk_step_result *mean, lk_step_result *out) {
+  seq *m = self;
+  (void)split;
+  (void)mean;
+  return model_scores_end(&m->scores, m->host, out);
 }
 
 /* From the logits the training step left back through every layer; the
@@ -842,11 +856,13 @@ static const lk_option options[] = {
      "layout; empty: torch's init from the seed",
      NULL},
     SEQLR_OPTIONS,
+    MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
-                                     .predict_step = predict_step};
+                                     .predict_step = predict_step,
+                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
