@@ -410,6 +410,13 @@ static char *history_line(const lk_run *run, const lk_config *src,
     free(line);
     line = longer;
   }
+  if (line && run->set_effects) { /* the checkpoint's values they changed */
+    char *longer =
+        lk__asprintf("%s; from step %llu: %s", line,
+                     (unsigned long long)p->global_step, run->set_effects);
+    free(line);
+    line = longer;
+  }
   return line;
 }
 

@@ -435,10 +435,10 @@ static int create(lk_run *run, const lk_config *cfg) {
   return rc;
 }
 
-int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+static lk_run *run_alloc(const lk_run_options *opts) {
   lk_run *run = calloc(1, sizeof *run);
   if (!run)
-    return lk__err(LK_ENOMEM, "out of memory");
+    return NULL;
   if (opts)
     run->opts = *opts;
   else
@@ -448,6 +448,60 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   run->env.world = 1;
   run->env.run = run;
   run->rd.lock_fd = -1;
+  return run;
+}
+
+/* Copies of RUN's parameters and states into OUT, a checkpoint's shape. */
+static int copy_values(const lk_run *run, lk__ckpt *out) {
+  const lk__tensors *ts = &run->env.tensors;
+  size_t n = ts->n_params + ts->n_states;
+  out->kinds = calloc(n ? n : 1, sizeof *out->kinds);
+  out->tensors = calloc(n ? n : 1, sizeof *out->tensors);
+  if (!out->kinds || !out->tensors)
+    return lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    bool param = i < ts->n_params;
+    const lk_tensor *t = param ? ts->params[i] : ts->states[i - ts->n_params];
+    size_t bytes = t->numel * lk_dtype_size(t->dtype);
+    lk_tensor *c = &out->tensors[out->n];
+    *c = *t;
+    c->grad = NULL;
+    c->name = lk__strdup(t->name);
+    c->data = malloc(bytes ? bytes : 1);
+    out->kinds[out->n++] = param ? LK__CKPT_PARAM : LK__CKPT_STATE;
+    if (!c->name || !c->data)
+      return lk__err(LK_ENOMEM, "out of memory");
+    memcpy(c->data, t->data, bytes);
+  }
+  return 0;
+}
+
+int lk__start_values(const lk_config *cfg, lk__ckpt **out) {
+  lk_run_options opts = {.no_run_dir = true, .verbosity = LK_LOG_ERROR};
+  lk_run *run = run_alloc(&opts);
+  lk__ckpt *ck = calloc(1, sizeof *ck);
+  int rc = run && ck ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = lk__loop_config_parse(cfg, &run->loop);
+  if (rc == 0)
+    rc = parse_plugins(run, cfg);
+  if (rc == 0)
+    rc = create(run, cfg);
+  if (rc == 0)
+    rc = copy_values(run, ck);
+  lk_run_free(run);
+  if (rc != 0) {
+    lk__ckpt_free(ck);
+    return rc;
+  }
+  *out = ck;
+  return 0;
+}
+
+int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+  lk_run *run = run_alloc(opts);
+  if (!run)
+    return lk__err(LK_ENOMEM, "out of memory");
   int rc = lk__loop_config_parse(cfg, &run->loop);
   if (rc == 0)
     rc = lk__launcher_check(run, cfg);
@@ -469,7 +523,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__calls_profile_closure(run);
   struct stat ck_st;
   if (rc == 0 && run->opts.resume)
-    rc = lk__resume(run, run->opts.resume, &ck_st);
+    rc = lk__resume(run, cfg, lk__start_values, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
     rc = lk__rundir_open(run, cfg, run->resumed ? &ck_st : NULL);
