@@ -169,6 +169,11 @@ typedef struct lk__rundir {
   bool in_place;   /* a resume continuing the run that wrote the checkpoint */
   char *source;    /* a resume in a new directory: the run directory that
                       wrote the checkpoint, if it is one; else NULL */
+  /* A resume in place: the config.ini it goes on with, written before its
+   * first checkpoint (a resume that fails before one leaves the file as
+   * it was); NULL when there is nothing to write. */
+  char *config_text, *config_tail;
+  size_t config_len;
   /* Checkpoints callbacks asked for, written where the state is whole. */
   char *pending[LK__MAX_PENDING];
   size_t n_pending;

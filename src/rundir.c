@@ -509,7 +509,11 @@ static int write_config(lk_run *run, const lk_config *src) {
 /* A run resumed in place: its config.ini becomes the config it goes on
  * with, when that is not what the file says already, or came from another
  * file, or a --set was given (recorded even when it changes nothing). The
- * file's history lines are kept and one is added. */
+ * file's history lines are kept and one is added. Not now: at the run's
+ * first checkpoint (commit_config), the first file that depends on the
+ * new config, so that a resume refused before it (a checkpoint that does
+ * not fit the data, found at the first epoch) leaves config.ini as it was,
+ * and the next resume goes on as if it never happened. */
 static int update_config(lk_run *run, const lk_config *src) {
   const char *dir = run->rd.dir;
   char *path = lk__asprintf("%s/config.ini", dir);
@@ -541,13 +545,32 @@ static int update_config(lk_run *run, const lk_config *src) {
     if (fclose(h) != 0 || !hist || (!keep && !line))
       rc = lk__err(LK_ENOMEM, "out of memory");
   }
-  if (rc == 0 && !keep)
-    rc = replace_config(dir, text, len, hist, true);
+  if (rc == 0 && !keep) {
+    run->rd.config_text = text;
+    run->rd.config_len = len;
+    run->rd.config_tail = hist;
+    text = hist = NULL;
+  }
   free(path);
   free(text);
   free(old);
   free(hist);
   free(line);
+  return rc;
+}
+
+/* The config.ini a resume in place left to write, before the checkpoint
+ * that first depends on it. */
+static int commit_config(lk__rundir *rd) {
+  if (!rd->config_text)
+    return 0;
+  int rc = replace_config(rd->dir, rd->config_text, rd->config_len,
+                          rd->config_tail, true);
+  if (rc == 0) {
+    free(rd->config_text);
+    free(rd->config_tail);
+    rd->config_text = rd->config_tail = NULL;
+  }
   return rc;
 }
 
@@ -630,7 +653,10 @@ void lk__rundir_close(lk__rundir *rd) {
   free(rd->ckpt_dir);
   free(rd->last_ckpt);
   free(rd->source);
+  free(rd->config_text);
+  free(rd->config_tail);
   rd->dir = rd->ckpt_dir = rd->last_ckpt = rd->source = NULL;
+  rd->config_text = rd->config_tail = NULL;
 }
 
 /* ---- writing checkpoints ----------------------------------------------------
@@ -703,13 +729,16 @@ static int prune(lk_run *run) {
  * rename, so both are always whole and cost one write. */
 static int save(lk_run *run) {
   lk__rundir *rd = &run->rd;
+  int rc = commit_config(rd);
+  if (rc != 0)
+    return rc;
   if (run->loop.keep_last == 0)
     return write_to(run, rd->last_ckpt);
   char *step =
       lk__asprintf("%s/step-%llu.ckpt", rd->ckpt_dir,
                    (unsigned long long)run->state.progress.global_step);
   char *link_tmp = lk__asprintf("%s/last.ckpt.link", rd->ckpt_dir);
-  int rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  rc = step && link_tmp ? 0 : lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
     rc = write_to(run, step);
   if (rc == 0) {
@@ -781,7 +810,7 @@ int lk__rundir_request(lk_run *run, const char *who, const char *dir,
 
 int lk__rundir_write_pending(lk_run *run) {
   lk__rundir *rd = &run->rd;
-  int rc = 0;
+  int rc = commit_config(rd);
   for (size_t i = 0; i < rd->n_pending; i++) {
     /* Its directory, made now: a plugin's own (dirpath) may not exist. */
     char *dir = rc == 0 ? lk__strdup(rd->pending[i]) : NULL;
