@@ -174,6 +174,7 @@ typedef struct lk__rundir {
    * it was); NULL when there is nothing to write. */
   char *config_text, *config_tail;
   size_t config_len;
+  bool saved; /* it has a last.ckpt: written, or resumed in place */
   /* Checkpoints callbacks asked for, written where the state is whole. */
   char *pending[LK__MAX_PENDING];
   size_t n_pending;
@@ -192,6 +193,9 @@ int lk__rundir_save(lk_run *run);
 int lk__rundir_request(lk_run *run, const char *who, const char *dir,
                        const char *file);
 int lk__rundir_write_pending(lk_run *run);
+/* Whether the run directory has a last.ckpt of this run (true without a
+ * run directory: rank 0 writes it). */
+bool lk__rundir_has_last(const lk_run *run);
 
 /* ---- resume.c ------------------------------------------------------------ */
 

@@ -73,28 +73,48 @@ static bool same_dir(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && same_file(&sa, &sb);
 }
 
+/* DIR when PATH is DIR/checkpoints (DIR "." for "checkpoints"), else
+ * NULL; *OOM when out of memory. */
+static char *above_checkpoints(const char *path, size_t len, bool *oom) {
+  const char *name = path + len;
+  while (name > path && name[-1] != '/')
+    name--;
+  if ((size_t)(path + len - name) != strlen("checkpoints") ||
+      strncmp(name, "checkpoints", strlen("checkpoints")) != 0)
+    return NULL;
+  char *up = name == path ? lk__strdup(".")
+             : name - 1 == path
+                 ? lk__strdup("/")
+                 : lk__asprintf("%.*s", (int)(name - 1 - path), path);
+  *oom = !up;
+  return up;
+}
+
 /* DIR when CKPT is DIR/checkpoints/FILE of a run directory (DIR holds a
- * config.ini), else NULL. *OUT is NULL on success too when it is not. */
+ * config.ini), or DIR/checkpoints/NAME/FILE (a named checkpoint callback's
+ * own directory), else NULL. *OUT is NULL on success too when it is not. */
 static int source_run(const char *ckpt, char **out) {
   *out = NULL;
   char *copy = lk__strdup(ckpt), *up = NULL;
   if (!copy)
     return lk__err(LK_ENOMEM, "out of memory");
   char *ckdir = dirname(copy);
-  char *name = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
-  if (strcmp(name, "checkpoints") == 0) {
-    up = ckdir == name ? lk__strdup(".") : lk__strdup(ckdir);
-    if (up && ckdir != name)
-      up[name - ckdir - 1 > 0 ? (size_t)(name - ckdir - 1) : 1] = '\0';
-  } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+  const char *name = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
+  bool oom = false;
+  if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
     /* resumed from inside DIR/checkpoints: ckdir is "." or ends so */
     char *abs = realpath(ckdir, NULL);
     char *base = abs ? strrchr(abs, '/') : NULL;
     if (base && strcmp(base + 1, "checkpoints") == 0)
-      up = lk__asprintf("%s/..", ckdir);
+      oom = !(up = lk__asprintf("%s/..", ckdir));
     free(abs);
+  } else if (!(up = above_checkpoints(ckdir, strlen(ckdir), &oom)) && !oom &&
+             name != ckdir) {
+    up = above_checkpoints(ckdir, (size_t)(name - 1 - ckdir), &oom);
   }
   free(copy);
+  if (oom)
+    return lk__err(LK_ENOMEM, "out of memory");
   if (up && !exists(up, "config.ini")) {
     free(up);
     up = NULL;
@@ -612,6 +632,7 @@ int lk__rundir_open(lk_run *run, const lk_config *cfg,
   if (rc == 0 && rd->in_place) {
     remove_leftovers(rd->dir, false);
     remove_leftovers(rd->ckpt_dir, true);
+    rd->saved = true; /* its last.ckpt is the checkpoint resumed */
   }
   if (rc == 0)
     rc = check_checkpoints_dir(rd->ckpt_dir);
@@ -758,7 +779,14 @@ int lk__rundir_save(lk_run *run) {
   if (!run->rd.dir)
     return 0; /* rank 0 writes the run's checkpoints */
   int rc = save(run);
-  return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
+  if (rc != 0)
+    return lk__err_prefix(rc, "checkpoint not written");
+  run->rd.saved = true;
+  return 0;
+}
+
+bool lk__rundir_has_last(const lk_run *run) {
+  return !run->rd.dir || run->rd.saved;
 }
 
 /* Where a plugin's checkpoint FILE goes: DIR (absolute, or relative to the
