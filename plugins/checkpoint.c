@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "ckpt_clash.h"
 #include "ckpt_name.h"
 #include "monitor.h"
 
@@ -89,6 +90,23 @@ static int set_dir(checkpoint *s, lk_host *host, const char *dirpath) {
   return 0;
 }
 
+/* Whether DIR (dirpath as given; NULL: the default) is the directory the
+ * loop writes its own checkpoints in: "checkpoints" relative to the run
+ * directory, however spelt ("./checkpoints/"). */
+static bool loop_dir(const char *dir) {
+  if (!dir)
+    return true;
+  while (dir[0] == '.' && dir[1] == '/')
+    for (dir += 2; *dir == '/';)
+      dir++;
+  size_t n = strlen("checkpoints");
+  if (strncmp(dir, "checkpoints", n) != 0)
+    return false;
+  while (dir[n] == '/')
+    n++;
+  return dir[n] == '\0';
+}
+
 static int create(lk_host *host, const lk_options *o, void **self) {
   int64_t top_k = lk_opt_int(o, "save_top_k");
   checkpoint *s = calloc(1, sizeof *s);
@@ -104,6 +122,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->n_fields = N_FIELDS + s->name.n_metrics;
   if (rc == 0)
     rc = set_dir(s, host, lk_opt_string(o, "dirpath"));
+  if (rc == 0)
+    rc = ckpt_clash_check(&s->name, host, lk_opt_string(o, "filename"),
+                          loop_dir(s->dir));
   if (rc == 0)
     rc = add_state(s, host);
   if (rc != 0) {

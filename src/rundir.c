@@ -696,10 +696,19 @@ static int write_to(lk_run *run, const char *path) {
                         ts->n_params, ts->states, ts->n_states);
 }
 
-static int step_number(const char *name, unsigned long long *n) {
-  char tail;
-  return sscanf(name, "step-%llu.ckp%c", n, &tail) == 2 && tail == 't' &&
-         strlen(name) > 10 && strcmp(name + strlen(name) - 5, ".ckpt") == 0;
+/* Whether NAME is one the loop writes with keep_last, step-N.ckpt (N as
+ * %llu prints it), and N: only its own names are the loop's to prune. */
+static bool step_number(const char *name, unsigned long long *n) {
+  const char *digits = name + strlen("step-");
+  if (strncmp(name, "step-", strlen("step-")) != 0 || *digits < '0' ||
+      *digits > '9')
+    return false;
+  char *end;
+  errno = 0;
+  *n = strtoull(digits, &end, 10);
+  char again[48];
+  snprintf(again, sizeof again, "step-%llu.ckpt", *n);
+  return errno == 0 && strcmp(end, ".ckpt") == 0 && strcmp(again, name) == 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -821,6 +830,20 @@ int lk__rundir_request(lk_run *run, const char *who, const char *dir,
   char *path = request_path(rd, dir, file);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
+  unsigned long long n;
+  char *in = lk__strdup(path);
+  bool loops =
+      in && step_number(file, &n) && same_dir(dirname(in), rd->ckpt_dir);
+  free(in);
+  if (!in || loops) { /* the checkpoint callback refuses it at create */
+    free(path);
+    return !in ? lk__err(LK_ENOMEM, "out of memory")
+               : lk__err(
+                     LK_EINVAL,
+                     "plugin %s: checkpoint name \"%s\" in %s is the loop's "
+                     "(keep_last's step-N.ckpt, which it prunes)",
+                     who, file, rd->ckpt_dir);
+  }
   for (size_t i = 0; i < rd->n_pending; i++)
     if (!strcmp(rd->pending[i], path)) {
       free(path);

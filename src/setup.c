@@ -402,6 +402,58 @@ static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
   return 0;
 }
 
+/* ---- checkpoint callbacks' directories -------------------------------------
+ */
+
+/* Where a checkpoint callback (one with the options dirpath and filename,
+ * as the bundled checkpoint and Lightning's ModelCheckpoint) keeps its
+ * files, relative to the run directory unless absolute, without "./" and
+ * trailing slashes, into BUF: best_ckpt_path's rule (loop.c). */
+static void keeper_dir(const lk__instance *cb, char *buf, size_t len) {
+  const char *d = lk_opt_string(cb->opts, "dirpath");
+  if (!d || !*d) {
+    snprintf(buf, len, "checkpoints%s%s", cb->named ? "/" : "",
+             cb->named ? cb->name : "");
+    return;
+  }
+  while (d[0] == '.' && d[1] == '/')
+    for (d += 2; *d == '/';)
+      d++;
+  snprintf(buf, len, "%s", *d ? d : ".");
+  for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/';)
+    buf[--n] = '\0';
+}
+
+/* Two checkpoint callbacks in one directory would each write best.ckpt
+ * there over the other's, and delete each other's kept files when their
+ * filenames meet: refused before anything is written. */
+static int check_keepers(const lk_run *run) {
+  const lk__listed *cbs = &run->env.reg.listed[LK__KIND_CALLBACK];
+  char a[1024], b[1024];
+  for (size_t i = 0; i < cbs->n; i++) {
+    const lk__instance *x = cbs->in[i];
+    if (!declares(x->desc, "dirpath") || !declares(x->desc, "filename"))
+      continue;
+    keeper_dir(x, a, sizeof a);
+    for (size_t k = i + 1; k < cbs->n; k++) {
+      const lk__instance *y = cbs->in[k];
+      if (!declares(y->desc, "dirpath") || !declares(y->desc, "filename"))
+        continue;
+      keeper_dir(y, b, sizeof b);
+      if (strcmp(a, b) == 0)
+        return lk__err(LK_ECONFIG,
+                       "callbacks %s (filename %s) and %s (filename %s) both "
+                       "keep their checkpoints in %s: each would write "
+                       "best.ckpt there over the other's, and delete what "
+                       "the other kept; give one of them a dirpath of its "
+                       "own",
+                       x->name, lk_opt_string(x->opts, "filename"), y->name,
+                       lk_opt_string(y->opts, "filename"), a);
+    }
+  }
+  return 0;
+}
+
 /* ---- lk_run_new -----------------------------------------------------------
  */
 
@@ -513,6 +565,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__strategy_setup(run);
   if (rc == 0)
     rc = check_test_ckpt(run, cfg);
+  if (rc == 0)
+    rc = check_keepers(run);
   if (rc == 0)
     rc = effective_config(run, cfg);
   if (rc == 0)
