@@ -455,46 +455,34 @@ static char *best_ckpt_path(const lk_run *run, const char *dir) {
 
 /* The best.ckpt to test, in *PATH; NULL when there is none to test. The
  * callback's kept list is state: a run resumed in a new directory goes on
- * with the list of the run it continues, whose files, best.ckpt
- * included, stay in that run's directory until a better one comes. So
- * best.ckpt is looked for where the callback writes it, then in the run
- * the checkpoint came from; when neither has it, the run cannot be said
- * to have one, and the test is the trained model's, with a warning. In a
- * run that started here (or goes on in place), its absence is an error:
+ * with the list of the run it continues, and the bundled callback carries
+ * those files, best.ckpt included, into the new directory (checkpoint.c).
+ * When it could not (they were gone, the checkpoint was in no run
+ * directory), the run cannot be said to have a best checkpoint: the test
+ * is the trained model's, with a warning, so that the run can finish. In
+ * a run that started here, or goes on in place, its absence is an error:
  * the callback kept nothing. */
 static int find_best(lk_run *run, char **path) {
-  char *here = best_ckpt_path(run, run->rd.dir);
-  char *there = run->rd.source ? best_ckpt_path(run, run->rd.source) : NULL;
-  int rc = here && (!run->rd.source || there)
-               ? 0
-               : lk__err(LK_ENOMEM, "out of memory");
-  bool elsewhere = run->resumed && !run->rd.in_place;
-  *path = NULL;
-  if (rc == 0 && access(here, F_OK) == 0) {
-    *path = here;
-    here = NULL;
-  } else if (rc == 0 && there && access(there, F_OK) == 0) {
-    lk__log(&run->env, LK_LOG_INFO,
-            "best.ckpt is the one of %s, whose run this one continues (the "
-            "checkpoint callback kept no better one since)",
-            run->rd.source);
-    *path = there;
-    there = NULL;
-  } else if (rc == 0 && elsewhere) {
+  *path = best_ckpt_path(run, run->rd.dir);
+  if (!*path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (access(*path, F_OK) == 0)
+    return 0;
+  int rc = 0;
+  if (run->resumed && !run->rd.in_place)
     lk__log(&run->env, LK_LOG_WARN,
-            "[loop] test_ckpt = best: no best.ckpt at %s%s%s, where the "
-            "checkpoint callback's state says the run it continues kept "
-            "its best: testing the trained model (as test_ckpt = last)",
-            here, there ? " nor at " : "", there ? there : "");
-  } else if (rc == 0) {
+            "[loop] test_ckpt = best: no %s (its checkpoint callback found "
+            "no best checkpoint of the run it continues, %s, to carry): "
+            "testing the trained model, as test_ckpt = last",
+            *path, run->rd.source ? run->rd.source : run->opts.resume);
+  else
     rc = lk__err(LK_ESTATE,
                  "[loop] test_ckpt = best, but %s was never written: the "
                  "checkpoint callback kept no checkpoint (was its monitor "
                  "ever checked and finite?)",
-                 here);
-  }
-  free(here);
-  free(there);
+                 *path);
+  free(*path);
+  *path = NULL;
   return rc;
 }
 
