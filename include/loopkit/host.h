@@ -308,6 +308,14 @@ LK_API bool lk_host_plays(lk_host *host, const char *role);
 
 /* Run directory (NULL outside a training run). */
 LK_API const char *lk_host_run_dir(lk_host *host);
+/* Since ABI 1.5: when the run was resumed in a new run directory from a
+ * checkpoint of another one (DIR/checkpoints/FILE or a file in a directory
+ * of checkpoints/), that run directory, where the files a plugin recorded
+ * in its state are (the checkpoint callback's kept checkpoints), to carry
+ * them into lk_host_run_dir. NULL otherwise: a new run, a resume in place,
+ * a checkpoint in no run directory, ranks other than 0. Valid from
+ * on_train_start. */
+LK_API const char *lk_host_previous_run_dir(lk_host *host);
 
 /* Manual optimization: what a step plugin calls to drive the optimizer.
  * Valid only inside training_step with [loop] manual_optimization. */

@@ -670,6 +670,11 @@ const char *lk_host_run_dir(lk_host *host) {
   return host->env->run ? host->env->run->rd.dir : NULL;
 }
 
+const char *lk_host_previous_run_dir(lk_host *host) {
+  const lk_run *run = host->env->run;
+  return run && !run->rd.in_place ? run->rd.source : NULL;
+}
+
 void lk_host_request_stop(lk_host *host) {
   if (host->env->run)
     host->env->run->state.stopped = true;

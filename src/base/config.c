@@ -32,9 +32,13 @@ typedef struct section_info {
   const char *where;
 } section_info;
 
-/* One --set applied, its strings in the same block. */
+/* One --set applied, its strings in the same block; where the value it
+ * replaced came from, so that lk__config_without_set can put it back as
+ * it was (a file's relative path stays relative to the file). */
 typedef struct override_rec {
   lk__config_override pub;
+  const char *was_where; /* NULL when the key was absent */
+  bool was_from_file;
   char text[];
 } override_rec;
 
@@ -327,24 +331,29 @@ static void remove_item(lk_config *cfg, const char *section, const char *key) {
 /* Remembers one --set: the key, the value it replaced (NULL: none), the
  * new one (NULL: removed) and the argument as given. */
 static int record_set(lk_config *cfg, const char *section, const char *key,
-                      const char *was, const char *value, const char *arg) {
+                      const item *was, const char *value, const char *arg) {
   if (grow((void **)&cfg->sets, &cfg->capsets, cfg->nsets + 1,
            sizeof *cfg->sets) != 0)
     return lk__err(LK_ENOMEM, "out of memory");
+  const char *was_value = was ? was->pub.value : NULL;
+  const char *was_where = was ? was->pub.where : NULL;
   size_t ls = strlen(section) + 1, lk = strlen(key) + 1;
-  size_t lw = was ? strlen(was) + 1 : 0, lv = value ? strlen(value) + 1 : 0;
-  size_t la = strlen(arg) + 1;
-  override_rec *r = malloc(sizeof *r + ls + lk + lw + lv + la);
+  size_t lw = was ? strlen(was_value) + 1 : 0,
+         lv = value ? strlen(value) + 1 : 0;
+  size_t la = strlen(arg) + 1, lww = was ? strlen(was_where) + 1 : 0;
+  override_rec *r = malloc(sizeof *r + ls + lk + lw + lv + la + lww);
   if (!r)
     return lk__err(LK_ENOMEM, "out of memory");
   char *p = r->text;
   r->pub.section = memcpy(p, section, ls);
   r->pub.key = memcpy(p += ls, key, lk);
   p += lk;
-  r->pub.was = was ? memcpy(p, was, lw) : NULL;
+  r->pub.was = was ? memcpy(p, was_value, lw) : NULL;
   p += lw;
   r->pub.value = value ? memcpy(p, value, lv) : NULL;
-  r->pub.arg = memcpy(p + lv, arg, la);
+  r->pub.arg = memcpy(p += lv, arg, la);
+  r->was_where = was ? memcpy(p + la, was_where, lww) : NULL;
+  r->was_from_file = was && was->from_file;
   cfg->sets[cfg->nsets++] = r;
   return 0;
 }
@@ -352,11 +361,11 @@ static int record_set(lk_config *cfg, const char *section, const char *key,
 /* Applies and records a checked --set; an empty VALUE removes the key. */
 static int apply_set(lk_config *cfg, const char *section, const char *key,
                      const char *value, const char *arg, const char *where) {
-  const lk_config_entry *old = lk_config_find(cfg, section, key);
+  size_t i;
+  const item *old = find_item(cfg, section, key, &i) ? cfg->items[i] : NULL;
   /* Recorded first: the old value is still there to copy, and a failure
    * to record leaves CFG as it was. */
-  int rc = record_set(cfg, section, key, old ? old->value : NULL,
-                      *value ? value : NULL, arg);
+  int rc = record_set(cfg, section, key, old, *value ? value : NULL, arg);
   if (rc != 0)
     return rc;
   if (!*value) {
@@ -707,6 +716,89 @@ size_t lk__config_n_overrides(const lk_config *cfg) {
 const lk__config_override *lk__config_override_at(const lk_config *cfg,
                                                   size_t i) {
   return cfg && i < cfg->nsets ? &cfg->sets[i]->pub : NULL;
+}
+
+/* ---- a config without one --set ------------------------------------------
+ */
+
+static bool same_key(const lk__config_override *o, const char *section,
+                     const char *key) {
+  return !strcmp(o->section, section) && !strcmp(o->key, key);
+}
+
+/* Copies every entry, section and --set of SRC (but those of SECTION.KEY)
+ * into the empty DST, each as it is: its place, where it came from and
+ * whether a file gave it. */
+static int copy_into(lk_config *dst, const lk_config *src, const char *section,
+                     const char *key) {
+  int rc = 0;
+  for (size_t s = 0; s < src->nsec && rc == 0; s++) {
+    size_t idx;
+    rc = add_section(dst, src->secs[s].name, src->secs[s].where, &idx);
+  }
+  if (rc == 0 &&
+      grow((void **)&dst->items, &dst->cap, src->n, sizeof *dst->items) != 0)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < src->n && rc == 0; i++) {
+    const item *it = src->items[i];
+    item *copy = item_new(it->sec, it->pub.section, it->pub.key, it->pub.value,
+                          it->pub.where);
+    if (!copy)
+      return lk__err(LK_ENOMEM, "out of memory");
+    copy->from_file = it->from_file;
+    dst->items[dst->n++] = copy;
+  }
+  for (size_t i = 0; i < src->nsets && rc == 0; i++) {
+    const override_rec *r = src->sets[i];
+    if (same_key(&r->pub, section, key))
+      continue;
+    item was = {.pub = {.value = r->pub.was, .where = r->was_where},
+                .from_file = r->was_from_file};
+    rc = record_set(dst, r->pub.section, r->pub.key, r->pub.was ? &was : NULL,
+                    r->pub.value, r->pub.arg);
+  }
+  return rc;
+}
+
+int lk__config_without_set(const lk_config *cfg, const char *section,
+                           const char *key, lk_config **out) {
+  const override_rec *first = NULL;
+  for (size_t i = 0; i < cfg->nsets && !first; i++)
+    if (same_key(&cfg->sets[i]->pub, section, key))
+      first = cfg->sets[i];
+  lk_config *c = calloc(1, sizeof *c);
+  if (!c)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = 0;
+  if ((cfg->path && !(c->path = lk__strdup(cfg->path))) ||
+      (cfg->dir && !(c->dir = lk__strdup(cfg->dir))))
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = copy_into(c, cfg, section, key);
+  size_t i;
+  bool there = rc == 0 && find_item(c, section, key, &i);
+  if (rc == 0 && first && !first->pub.was) {
+    remove_item(c, section, key); /* the --set added it */
+  } else if (rc == 0 && first && there) {
+    item *it = item_new(c->items[i]->sec, section, key, first->pub.was,
+                        first->was_where);
+    if (!it)
+      rc = lk__err(LK_ENOMEM, "out of memory");
+    else {
+      it->from_file = first->was_from_file;
+      free(c->items[i]);
+      c->items[i] = it;
+    }
+  } else if (rc == 0 && first) { /* a later --set removed it */
+    rc = add_item(c, section, key, first->pub.was, first->was_where,
+                  first->was_from_file);
+  }
+  if (rc != 0) {
+    lk_config_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
 }
 
 int lk__config_write(const lk_config *cfg, FILE *f) {

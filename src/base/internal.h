@@ -92,6 +92,12 @@ typedef struct lk__config_override {
 size_t lk__config_n_overrides(const lk_config *cfg);
 const lk__config_override *lk__config_override_at(const lk_config *cfg,
                                                   size_t i);
+/* A copy of CFG as it was before the --set arguments of SECTION.KEY: the
+ * value the first of them replaced, from where it came (a file's relative
+ * path stays the file's), or no entry when there was none; every other
+ * --set stays applied and recorded. */
+int lk__config_without_set(const lk_config *cfg, const char *section,
+                           const char *key, lk_config **out);
 
 /* Writes it back as INI, sections in order. */
 int lk__config_write(const lk_config *cfg, FILE *f);

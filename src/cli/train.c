@@ -69,14 +69,23 @@ static const char *signal_name(int sig) {
 
 /* ---- what --resume names ------------------------------------------------ */
 
-/* The run directory holding checkpoint CKPT (DIR/checkpoints/FILE), into
- * BUF, or false. */
+/* The run directory holding checkpoint CKPT (DIR/checkpoints/FILE, or
+ * DIR/checkpoints/NAME/FILE: a named checkpoint callback's), into BUF, or
+ * false. */
 static bool run_of_checkpoint(const char *ckpt, char *buf, size_t len) {
   char copy[PATH_MAX];
   if (snprintf(copy, sizeof copy, "%s", ckpt) >= (int)sizeof copy)
     return false;
   char *dir = dirname(copy), *base = strrchr(dir, '/');
   base = base ? base + 1 : dir;
+  if (strcmp(base, "checkpoints") != 0 && base != dir &&
+      strcmp(base, ".") != 0 && strcmp(base, "..") != 0) {
+    base[-1] = '\0'; /* up from NAME */
+    base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    if (strcmp(base, "checkpoints") != 0)
+      return false;
+  }
   if (strcmp(base, "checkpoints") == 0) {
     if (base == dir)
       return snprintf(buf, len, ".") < (int)len;

@@ -478,22 +478,53 @@ static int has_test(lk_run *run, bool *yes) {
   return 0;
 }
 
-/* Where that callback writes best.ckpt: in its dirpath (absolute, or
- * relative to the run directory), else in checkpoints/NAME for an instance
- * with a name of its own, else in checkpoints: the bundled checkpoint's
- * rule, documented for any callback with those options. */
-static char *best_ckpt_path(const lk_run *run) {
+/* Where that callback writes best.ckpt in run directory DIR: in its
+ * dirpath (absolute, or relative to the run directory), else in
+ * checkpoints/NAME for an instance with a name of its own, else in
+ * checkpoints: the bundled checkpoint's rule, documented for any callback
+ * with those options. */
+static char *best_ckpt_path(const lk_run *run, const char *dir) {
   const lk__instance *cb = run->best_keeper;
-  if (!cb || !run->rd.dir)
-    return NULL;
   const char *dirpath = lk_opt_string(cb->opts, "dirpath"); /* NULL: none */
   if (dirpath && *dirpath)
-    return dirpath[0] == '/'
-               ? lk__asprintf("%s/best.ckpt", dirpath)
-               : lk__asprintf("%s/%s/best.ckpt", run->rd.dir, dirpath);
+    return dirpath[0] == '/' ? lk__asprintf("%s/best.ckpt", dirpath)
+                             : lk__asprintf("%s/%s/best.ckpt", dir, dirpath);
   if (cb->named)
-    return lk__asprintf("%s/%s/best.ckpt", run->rd.ckpt_dir, cb->name);
-  return lk__asprintf("%s/best.ckpt", run->rd.ckpt_dir);
+    return lk__asprintf("%s/checkpoints/%s/best.ckpt", dir, cb->name);
+  return lk__asprintf("%s/checkpoints/best.ckpt", dir);
+}
+
+/* The best.ckpt to test, in *PATH; NULL when there is none to test. The
+ * callback's kept list is state: a run resumed in a new directory goes on
+ * with the list of the run it continues, and the bundled callback carries
+ * those files, best.ckpt included, into the new directory (checkpoint.c).
+ * When it could not (they were gone, the checkpoint was in no run
+ * directory), the run cannot be said to have a best checkpoint: the test
+ * is the trained model's, with a warning, so that the run can finish. In
+ * a run that started here, or goes on in place, its absence is an error:
+ * the callback kept nothing. */
+static int find_best(lk_run *run, char **path) {
+  *path = best_ckpt_path(run, run->rd.dir);
+  if (!*path)
+    return lk__err(LK_ENOMEM, "out of memory");
+  if (access(*path, F_OK) == 0)
+    return 0;
+  int rc = 0;
+  if (run->resumed && !run->rd.in_place)
+    lk__log(&run->env, LK_LOG_WARN,
+            "[loop] test_ckpt = best: no %s (its checkpoint callback found "
+            "no best checkpoint of the run it continues, %s, to carry): "
+            "testing the trained model, as test_ckpt = last",
+            *path, run->rd.source ? run->rd.source : run->opts.resume);
+  else
+    rc = lk__err(LK_ESTATE,
+                 "[loop] test_ckpt = best, but %s was never written: the "
+                 "checkpoint callback kept no checkpoint (was its monitor "
+                 "ever checked and finite?)",
+                 *path);
+  free(*path);
+  *path = NULL;
+  return rc;
 }
 
 /* [loop] test_ckpt = best: the trained model kept aside in *KEPT and
@@ -502,21 +533,15 @@ static char *best_ckpt_path(const lk_run *run) {
 static int load_best(lk_run *run, lk__model_copy **kept) {
   bool test;
   int rc = has_test(run, &test);
-  if (rc != 0 || !test)
+  if (rc != 0 || !test || !run->rd.dir)
     return rc;
   if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
     return rc;
-  char *path = best_ckpt_path(run);
-  if (!path)
-    return lk__err(LK_ENOMEM, "out of memory");
-  if (access(path, F_OK) != 0)
-    rc = lk__err(LK_ESTATE,
-                 "[loop] test_ckpt = best, but %s was never written: the "
-                 "checkpoint callback kept no checkpoint (was its monitor "
-                 "ever checked and finite?)",
-                 path);
-  if (rc == 0)
-    rc = lk__model_keep(run, kept);
+  char *path = NULL;
+  rc = find_best(run, &path);
+  if (rc != 0 || !path)
+    return rc;
+  rc = lk__model_keep(run, kept);
   if (rc == 0 && (rc = lk_run_load_params(run, path)) != 0) {
     lk__model_restore(*kept);
     lk__model_copy_free(*kept);
@@ -553,10 +578,15 @@ static int test(lk_run *run) {
 }
 
 /* on_train_end, the test, the last checkpoint. The run's last checkpoint
- * so far was written before on_train_end: stopped here, a resumed run does
- * all of this again, so the test's row is never written twice. */
+ * so far was written before on_train_end (now, if the run directory has
+ * none yet: a run resumed in a new one with nothing left to train, a run
+ * that checkpoints only at its end): stopped or failed here, a resumed
+ * run does all of this again, so the test's row is never written twice,
+ * and a failed test never leaves a run that cannot be resumed. */
 static int finish(lk_run *run) {
-  int rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_END, (lk__hook_arg){0});
+  int rc = lk__rundir_has_last(run) ? 0 : run->calls.save(run);
+  if (rc == 0)
+    rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_END, (lk__hook_arg){0});
   if (rc == 0)
     rc = test(run);
   if (rc == 0)

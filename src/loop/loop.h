@@ -178,6 +178,12 @@ typedef struct lk__rundir {
   bool in_place;   /* a resume continuing the run that wrote the checkpoint */
   char *source;    /* a resume in a new directory: the run directory that
                       wrote the checkpoint, if it is one; else NULL */
+  /* A resume in place: the config.ini it goes on with, written before its
+   * first checkpoint (a resume that fails before one leaves the file as
+   * it was); NULL when there is nothing to write. */
+  char *config_text, *config_tail;
+  size_t config_len;
+  bool saved; /* it has a last.ckpt: written, or resumed in place */
   /* Checkpoints callbacks asked for, written where the state is whole. */
   char *pending[LK__MAX_PENDING];
   size_t n_pending;
@@ -196,17 +202,36 @@ int lk__rundir_save(lk_run *run);
 int lk__rundir_request(lk_run *run, const char *who, const char *dir,
                        const char *file);
 int lk__rundir_write_pending(lk_run *run);
+/* Whether the run directory has a last.ckpt of this run (true without a
+ * run directory: rank 0 writes it). */
+bool lk__rundir_has_last(const lk_run *run);
 
 /* ---- resume.c ------------------------------------------------------------ */
 
+/* What a config's instances start with (lk__start_values). */
+typedef int (*lk__starts_fn)(const lk_config *cfg, lk__ckpt **out);
+
 /* Restores RUN from the checkpoint at PATH, every value checked first (the
- * host's, then each plugin's check_state). ST gets the file's status. */
-int lk__resume(lk_run *run, const char *path, struct stat *st);
+ * host's, then each plugin's check_state). ST gets the file's status. CFG
+ * (the config RUN was made from, or NULL) gives the --set arguments, whose
+ * effect on the checkpoint's values is decided there, with what STARTS
+ * says CFG without each would start with (setup.c gives it: resume.c
+ * does not make runs). */
+int lk__resume(lk_run *run, const lk_config *cfg, lk__starts_fn starts,
+               const char *path, struct stat *st);
 
 /* Instance IN checks the state it now holds, loaded from the checkpoint
  * PATH (ABI 1.4's check_state; nothing for a plugin without one). Fails
  * with LK_EFORMAT, its message naming PATH and the plugin. */
 int lk__check_state(const lk__instance *in, const char *path);
+
+/* ---- setup.c ------------------------------------------------------------- */
+
+/* What the instances CFG makes start with: every parameter and state
+ * tensor, copied as a checkpoint holds them (OUT->state and rng are left
+ * zero). The instances are created and nothing more (no strategy set up,
+ * no closure, no run directory, no log), then freed. */
+int lk__start_values(const lk_config *cfg, lk__ckpt **out);
 
 /* ---- strategy.c: processes ----------------------------------------------- */
 
@@ -283,6 +308,8 @@ struct lk_run {
   bool resumed;
   bool warned_shards;
   bool noted_batch; /* several processes: the batch size per step said */
+  char *set_effects; /* resume.c: what --set changed in the checkpoint's
+                        values, for config.ini's history line; or NULL */
   double seconds;
   /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
    * test runs on, the first listed (setup.c); NULL otherwise. */

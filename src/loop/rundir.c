@@ -73,28 +73,48 @@ static bool same_dir(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && same_file(&sa, &sb);
 }
 
+/* DIR when PATH is DIR/checkpoints (DIR "." for "checkpoints"), else
+ * NULL; *OOM when out of memory. */
+static char *above_checkpoints(const char *path, size_t len, bool *oom) {
+  const char *name = path + len;
+  while (name > path && name[-1] != '/')
+    name--;
+  if ((size_t)(path + len - name) != strlen("checkpoints") ||
+      strncmp(name, "checkpoints", strlen("checkpoints")) != 0)
+    return NULL;
+  char *up = name == path ? lk__strdup(".")
+             : name - 1 == path
+                 ? lk__strdup("/")
+                 : lk__asprintf("%.*s", (int)(name - 1 - path), path);
+  *oom = !up;
+  return up;
+}
+
 /* DIR when CKPT is DIR/checkpoints/FILE of a run directory (DIR holds a
- * config.ini), else NULL. *OUT is NULL on success too when it is not. */
+ * config.ini), or DIR/checkpoints/NAME/FILE (a named checkpoint callback's
+ * own directory), else NULL. *OUT is NULL on success too when it is not. */
 static int source_run(const char *ckpt, char **out) {
   *out = NULL;
   char *copy = lk__strdup(ckpt), *up = NULL;
   if (!copy)
     return lk__err(LK_ENOMEM, "out of memory");
   char *ckdir = dirname(copy);
-  char *name = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
-  if (strcmp(name, "checkpoints") == 0) {
-    up = ckdir == name ? lk__strdup(".") : lk__strdup(ckdir);
-    if (up && ckdir != name)
-      up[name - ckdir - 1 > 0 ? (size_t)(name - ckdir - 1) : 1] = '\0';
-  } else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+  const char *name = strrchr(ckdir, '/') ? strrchr(ckdir, '/') + 1 : ckdir;
+  bool oom = false;
+  if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
     /* resumed from inside DIR/checkpoints: ckdir is "." or ends so */
     char *abs = realpath(ckdir, NULL);
     char *base = abs ? strrchr(abs, '/') : NULL;
     if (base && strcmp(base + 1, "checkpoints") == 0)
-      up = lk__asprintf("%s/..", ckdir);
+      oom = !(up = lk__asprintf("%s/..", ckdir));
     free(abs);
+  } else if (!(up = above_checkpoints(ckdir, strlen(ckdir), &oom)) && !oom &&
+             name != ckdir) {
+    up = above_checkpoints(ckdir, (size_t)(name - 1 - ckdir), &oom);
   }
   free(copy);
+  if (oom)
+    return lk__err(LK_ENOMEM, "out of memory");
   if (up && !exists(up, "config.ini")) {
     free(up);
     up = NULL;
@@ -393,6 +413,13 @@ static char *history_line(const lk_run *run, const lk_config *src,
     free(line);
     line = longer;
   }
+  if (line && run->set_effects) { /* the checkpoint's values they changed */
+    char *longer =
+        lk__asprintf("%s; from step %llu: %s", line,
+                     (unsigned long long)p->global_step, run->set_effects);
+    free(line);
+    line = longer;
+  }
   return line;
 }
 
@@ -474,7 +501,11 @@ static int write_config(lk_run *run, const lk_config *src) {
 /* A run resumed in place: its config.ini becomes the config it goes on
  * with, when that is not what the file says already, or came from another
  * file, or a --set was given (recorded even when it changes nothing). The
- * file's history lines are kept and one is added. */
+ * file's history lines are kept and one is added. Not now: at the run's
+ * first checkpoint (commit_config), the first file that depends on the
+ * new config, so that a resume refused before it (a checkpoint that does
+ * not fit the data, found at the first epoch) leaves config.ini as it was,
+ * and the next resume goes on as if it never happened. */
 static int update_config(lk_run *run, const lk_config *src) {
   const char *dir = run->rd.dir;
   char *path = lk__asprintf("%s/config.ini", dir);
@@ -506,8 +537,12 @@ static int update_config(lk_run *run, const lk_config *src) {
     if (fclose(h) != 0 || !hist || (!keep && !line))
       rc = lk__err(LK_ENOMEM, "out of memory");
   }
-  if (rc == 0 && !keep)
-    rc = replace_config(dir, text, len, hist);
+  if (rc == 0 && !keep) {
+    run->rd.config_text = text;
+    run->rd.config_len = len;
+    run->rd.config_tail = hist;
+    text = hist = NULL;
+  }
   free(path);
   free(text);
   free(old);
@@ -540,6 +575,21 @@ static int check_out_dir(const char *dir) {
                  "--out %s is %s, not a directory: refusing to write a run "
                  "there",
                  dir, lk__file_type(st.st_mode));
+}
+
+/* The config.ini a resume in place left to write, before the checkpoint
+ * that first depends on it. */
+static int commit_config(lk__rundir *rd) {
+  if (!rd->config_text)
+    return 0;
+  int rc = replace_config(rd->dir, rd->config_text, rd->config_len,
+                          rd->config_tail);
+  if (rc == 0) {
+    free(rd->config_text);
+    free(rd->config_tail);
+    rd->config_text = rd->config_tail = NULL;
+  }
+  return rc;
 }
 
 int lk__rundir_open(lk_run *run, const lk_config *cfg,
@@ -582,6 +632,7 @@ int lk__rundir_open(lk_run *run, const lk_config *cfg,
   if (rc == 0 && rd->in_place) {
     remove_leftovers(rd->dir, false);
     remove_leftovers(rd->ckpt_dir, true);
+    rd->saved = true; /* its last.ckpt is the checkpoint resumed */
   }
   if (rc == 0)
     rc = check_checkpoints_dir(rd->ckpt_dir);
@@ -623,7 +674,10 @@ void lk__rundir_close(lk__rundir *rd) {
   free(rd->ckpt_dir);
   free(rd->last_ckpt);
   free(rd->source);
+  free(rd->config_text);
+  free(rd->config_tail);
   rd->dir = rd->ckpt_dir = rd->last_ckpt = rd->source = NULL;
+  rd->config_text = rd->config_tail = NULL;
 }
 
 /* ---- writing checkpoints ------------------------------------------------ */
@@ -641,10 +695,19 @@ static int write_to(lk_run *run, const char *path) {
                         ts->n_params, ts->states, ts->n_states);
 }
 
-static int step_number(const char *name, unsigned long long *n) {
-  char tail;
-  return sscanf(name, "step-%llu.ckp%c", n, &tail) == 2 && tail == 't' &&
-         strlen(name) > 10 && strcmp(name + strlen(name) - 5, ".ckpt") == 0;
+/* Whether NAME is one the loop writes with keep_last, step-N.ckpt (N as
+ * %llu prints it), and N: only its own names are the loop's to prune. */
+static bool step_number(const char *name, unsigned long long *n) {
+  const char *digits = name + strlen("step-");
+  if (strncmp(name, "step-", strlen("step-")) != 0 || *digits < '0' ||
+      *digits > '9')
+    return false;
+  char *end;
+  errno = 0;
+  *n = strtoull(digits, &end, 10);
+  char again[48];
+  snprintf(again, sizeof again, "step-%llu.ckpt", *n);
+  return errno == 0 && strcmp(end, ".ckpt") == 0 && strcmp(again, name) == 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -695,12 +758,15 @@ static int prune(lk_run *run) {
  * rename, so both are always whole and cost one write. */
 static int save(lk_run *run) {
   lk__rundir *rd = &run->rd;
+  int rc = commit_config(rd);
+  if (rc != 0)
+    return rc;
   if (run->loop.keep_last == 0)
     return write_to(run, rd->last_ckpt);
   char *step =
       lk__asprintf("%s/step-%llu.ckpt", rd->ckpt_dir,
                    (unsigned long long)run->state.progress.global_step);
-  int rc = step ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  rc = step ? 0 : lk__err(LK_ENOMEM, "out of memory");
   if (rc == 0)
     rc = write_to(run, step);
   if (rc == 0)
@@ -715,7 +781,14 @@ int lk__rundir_save(lk_run *run) {
   if (!run->rd.dir)
     return 0; /* rank 0 writes the run's checkpoints */
   int rc = save(run);
-  return rc ? lk__err_prefix(rc, "checkpoint not written") : 0;
+  if (rc != 0)
+    return lk__err_prefix(rc, "checkpoint not written");
+  run->rd.saved = true;
+  return 0;
+}
+
+bool lk__rundir_has_last(const lk_run *run) {
+  return !run->rd.dir || run->rd.saved;
 }
 
 /* Where a plugin's checkpoint FILE goes: DIR (absolute, or relative to the
@@ -750,6 +823,20 @@ int lk__rundir_request(lk_run *run, const char *who, const char *dir,
   char *path = request_path(rd, dir, file);
   if (!path)
     return lk__err(LK_ENOMEM, "out of memory");
+  unsigned long long n;
+  char *in = lk__strdup(path);
+  bool loops =
+      in && step_number(file, &n) && same_dir(dirname(in), rd->ckpt_dir);
+  free(in);
+  if (!in || loops) { /* the checkpoint callback refuses it at create */
+    free(path);
+    return !in ? lk__err(LK_ENOMEM, "out of memory")
+               : lk__err(
+                     LK_EINVAL,
+                     "plugin %s: checkpoint name \"%s\" in %s is the loop's "
+                     "(keep_last's step-N.ckpt, which it prunes)",
+                     who, file, rd->ckpt_dir);
+  }
   for (size_t i = 0; i < rd->n_pending; i++)
     if (!strcmp(rd->pending[i], path)) {
       free(path);
@@ -767,7 +854,7 @@ int lk__rundir_request(lk_run *run, const char *who, const char *dir,
 
 int lk__rundir_write_pending(lk_run *run) {
   lk__rundir *rd = &run->rd;
-  int rc = 0;
+  int rc = commit_config(rd);
   for (size_t i = 0; i < rd->n_pending; i++) {
     /* Its directory, made now: a plugin's own (dirpath) may not exist. */
     char *dir = rc == 0 ? lk__strdup(rd->pending[i]) : NULL;

@@ -66,6 +66,7 @@ void lk_run_free(lk_run *run) {
   lk__tensors_free(&run->env.tensors);
   lk_config_free(run->cfg);
   lk__rundir_close(&run->rd);
+  free(run->set_effects);
   free(run);
 }
 

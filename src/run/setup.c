@@ -408,7 +408,60 @@ static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
   return 0;
 }
 
-/* ---- lk_run_new --------------------------------------------------------- */
+/* ---- checkpoint callbacks' directories -------------------------------------
+ */
+
+/* Where a checkpoint callback (one with the options dirpath and filename,
+ * as the bundled checkpoint and Lightning's ModelCheckpoint) keeps its
+ * files, relative to the run directory unless absolute, without "./" and
+ * trailing slashes, into BUF: best_ckpt_path's rule (loop.c). */
+static void keeper_dir(const lk__instance *cb, char *buf, size_t len) {
+  const char *d = lk_opt_string(cb->opts, "dirpath");
+  if (!d || !*d) {
+    snprintf(buf, len, "checkpoints%s%s", cb->named ? "/" : "",
+             cb->named ? cb->name : "");
+    return;
+  }
+  while (d[0] == '.' && d[1] == '/')
+    for (d += 2; *d == '/';)
+      d++;
+  snprintf(buf, len, "%s", *d ? d : ".");
+  for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/';)
+    buf[--n] = '\0';
+}
+
+/* Two checkpoint callbacks in one directory would each write best.ckpt
+ * there over the other's, and delete each other's kept files when their
+ * filenames meet: refused before anything is written. */
+static int check_keepers(const lk_run *run) {
+  const lk__listed *cbs = &run->env.reg.listed[LK__KIND_CALLBACK];
+  char a[1024], b[1024];
+  for (size_t i = 0; i < cbs->n; i++) {
+    const lk__instance *x = cbs->in[i];
+    if (!declares(x->desc, "dirpath") || !declares(x->desc, "filename"))
+      continue;
+    keeper_dir(x, a, sizeof a);
+    for (size_t k = i + 1; k < cbs->n; k++) {
+      const lk__instance *y = cbs->in[k];
+      if (!declares(y->desc, "dirpath") || !declares(y->desc, "filename"))
+        continue;
+      keeper_dir(y, b, sizeof b);
+      if (strcmp(a, b) == 0)
+        return lk__err(LK_ECONFIG,
+                       "callbacks %s (filename %s) and %s (filename %s) both "
+                       "keep their checkpoints in %s: each would write "
+                       "best.ckpt there over the other's, and delete what "
+                       "the other kept; give one of them a dirpath of its "
+                       "own",
+                       x->name, lk_opt_string(x->opts, "filename"), y->name,
+                       lk_opt_string(y->opts, "filename"), a);
+    }
+  }
+  return 0;
+}
+
+/* ---- lk_run_new -----------------------------------------------------------
+ */
 
 /* The instances, created: options first, all of them (a bad value anywhere
  * is found before any plugin starts), then each in creation order. */
@@ -441,10 +494,10 @@ static int create(lk_run *run, const lk_config *cfg) {
   return rc;
 }
 
-int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+static lk_run *run_alloc(const lk_run_options *opts) {
   lk_run *run = calloc(1, sizeof *run);
   if (!run)
-    return lk__err(LK_ENOMEM, "out of memory");
+    return NULL;
   if (opts)
     run->opts = *opts;
   else
@@ -454,6 +507,60 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   run->env.world = 1;
   run->env.run = run;
   run->rd.lock_fd = -1;
+  return run;
+}
+
+/* Copies of RUN's parameters and states into OUT, a checkpoint's shape. */
+static int copy_values(const lk_run *run, lk__ckpt *out) {
+  const lk__tensors *ts = &run->env.tensors;
+  size_t n = ts->n_params + ts->n_states;
+  out->kinds = calloc(n ? n : 1, sizeof *out->kinds);
+  out->tensors = calloc(n ? n : 1, sizeof *out->tensors);
+  if (!out->kinds || !out->tensors)
+    return lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    bool param = i < ts->n_params;
+    const lk_tensor *t = param ? ts->params[i] : ts->states[i - ts->n_params];
+    size_t bytes = t->numel * lk_dtype_size(t->dtype);
+    lk_tensor *c = &out->tensors[out->n];
+    *c = *t;
+    c->grad = NULL;
+    c->name = lk__strdup(t->name);
+    c->data = malloc(bytes ? bytes : 1);
+    out->kinds[out->n++] = param ? LK__CKPT_PARAM : LK__CKPT_STATE;
+    if (!c->name || !c->data)
+      return lk__err(LK_ENOMEM, "out of memory");
+    memcpy(c->data, t->data, bytes);
+  }
+  return 0;
+}
+
+int lk__start_values(const lk_config *cfg, lk__ckpt **out) {
+  lk_run_options opts = {.no_run_dir = true, .verbosity = LK_LOG_ERROR};
+  lk_run *run = run_alloc(&opts);
+  lk__ckpt *ck = calloc(1, sizeof *ck);
+  int rc = run && ck ? 0 : lk__err(LK_ENOMEM, "out of memory");
+  if (rc == 0)
+    rc = lk__loop_config_parse(cfg, &run->loop);
+  if (rc == 0)
+    rc = parse_plugins(run, cfg);
+  if (rc == 0)
+    rc = create(run, cfg);
+  if (rc == 0)
+    rc = copy_values(run, ck);
+  lk_run_free(run);
+  if (rc != 0) {
+    lk__ckpt_free(ck);
+    return rc;
+  }
+  *out = ck;
+  return 0;
+}
+
+int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
+  lk_run *run = run_alloc(opts);
+  if (!run)
+    return lk__err(LK_ENOMEM, "out of memory");
   int rc = lk__loop_config_parse(cfg, &run->loop);
   if (rc == 0)
     rc = lk__launcher_check(run, cfg);
@@ -466,6 +573,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   if (rc == 0)
     rc = check_test_ckpt(run, cfg);
   if (rc == 0)
+    rc = check_keepers(run);
+  if (rc == 0)
     rc = effective_config(run, cfg);
   if (rc == 0)
     rc = lk__calls_build(run);
@@ -475,7 +584,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__calls_profile_closure(run);
   struct stat ck_st;
   if (rc == 0 && run->opts.resume)
-    rc = lk__resume(run, run->opts.resume, &ck_st);
+    rc = lk__resume(run, cfg, lk__start_values, run->opts.resume, &ck_st);
   run->resumed = rc == 0 && run->opts.resume;
   if (rc == 0 && !run->opts.no_run_dir && run->env.rank == 0)
     rc = lk__rundir_open(run, cfg, run->resumed ? &ck_st : NULL);

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "ckpt_carry.h"
+#include "ckpt_clash.h"
 #include "ckpt_name.h"
 #include "monitor.h"
 
@@ -89,6 +91,23 @@ static int set_dir(checkpoint *s, lk_host *host, const char *dirpath) {
   return 0;
 }
 
+/* Whether DIR (dirpath as given; NULL: the default) is the directory the
+ * loop writes its own checkpoints in: "checkpoints" relative to the run
+ * directory, however spelt ("./checkpoints/"). */
+static bool loop_dir(const char *dir) {
+  if (!dir)
+    return true;
+  while (dir[0] == '.' && dir[1] == '/')
+    for (dir += 2; *dir == '/';)
+      dir++;
+  size_t n = strlen("checkpoints");
+  if (strncmp(dir, "checkpoints", n) != 0)
+    return false;
+  while (dir[n] == '/')
+    n++;
+  return dir[n] == '\0';
+}
+
 static int create(lk_host *host, const lk_options *o, void **self) {
   int64_t top_k = lk_opt_int(o, "save_top_k");
   checkpoint *s = calloc(1, sizeof *s);
@@ -104,6 +123,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->n_fields = N_FIELDS + s->name.n_metrics;
   if (rc == 0)
     rc = set_dir(s, host, lk_opt_string(o, "dirpath"));
+  if (rc == 0)
+    rc = ckpt_clash_check(&s->name, host, lk_opt_string(o, "filename"),
+                          loop_dir(s->dir));
   if (rc == 0)
     rc = add_state(s, host);
   if (rc != 0) {
@@ -296,6 +318,59 @@ static int on_train_epoch_end(void *self, uint64_t epoch) {
   return s->m.at_validation ? 0 : check(s, NULL);
 }
 
+/* DIR/SUB/NAME, or NULL when out of memory. */
+static char *join3(const char *dir, const char *sub, const char *name) {
+  size_t len = strlen(dir) + strlen(sub) + strlen(name) + 3;
+  char *p = malloc(len);
+  if (p)
+    snprintf(p, len, "%s/%s/%s", dir, sub, name);
+  return p;
+}
+
+/* The file of kept entry I (best.ckpt with BEST) carried from FROM's
+ * directory into this run's: said when it cannot be. */
+static int carry(checkpoint *s, const char *from, size_t i, bool best) {
+  const char *sub = s->dir ? s->dir : "checkpoints";
+  char name[256];
+  int rc = file_name(s, name, sizeof name, get(s, i));
+  char *src = rc == 0 ? join3(from, sub, name) : NULL;
+  char *dst =
+      rc == 0 ? join3(lk_host_run_dir(s->host), sub, best ? "best.ckpt" : name)
+              : NULL;
+  if (rc == 0 && (!src || !dst))
+    rc = lk_fail(s->host, LK_ENOMEM, "out of memory");
+  int e = rc == 0 ? carry_file(src, dst) : 0;
+  if (e == ENOMEM)
+    rc = lk_fail(s->host, LK_ENOMEM, "out of memory");
+  else if (e)
+    lk_log(s->host, LK_LOG_WARN,
+           "kept checkpoint %s of the run this one continues is not carried "
+           "to %s (%s)%s",
+           src, dst, strerror(e),
+           best ? ": this run has no best.ckpt until a better one comes" : "");
+  free(src);
+  free(dst);
+  return rc;
+}
+
+/* A run resumed in a new run directory goes on with the kept list of the
+ * run it continues, whose files are in that run's directory: each is
+ * carried here, and best.ckpt made the best one's (that run's best.ckpt
+ * may be from later than the checkpoint resumed), so that this directory
+ * holds what its state says it keeps: the test on best.ckpt, an eviction
+ * and a resume of this run find them here. A dirpath given absolute is
+ * the same directory for both. */
+static int on_train_start(void *self) {
+  checkpoint *s = self;
+  const char *from = lk_host_previous_run_dir(s->host);
+  if (!from || !lk_host_run_dir(s->host) || (s->dir && s->dir[0] == '/'))
+    return 0;
+  int rc = 0;
+  for (size_t i = 0; i < count(s) && rc == 0; i++)
+    rc = carry(s, from, i, false);
+  return rc == 0 && count(s) > 0 ? carry(s, from, 0, true) : rc;
+}
+
 static int on_train_end(void *self) {
   checkpoint *s = self;
   if (s->top_k != 0)
@@ -325,6 +400,7 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_callback_ops callback_ops = {
+    .on_train_start = on_train_start,
     .on_validation_end = on_validation_end,
     .on_train_epoch_end = on_train_epoch_end,
     .on_train_end = on_train_end,
