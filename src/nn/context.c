@@ -25,6 +25,44 @@ static int cpus(void) {
   return n > 0 ? (int)n : 1;
 }
 
+/* The process's default precision of products: bf16 while anyone holds
+ * it (lk_nn_bf16_acquire), for every context created without LK_NN_BF16
+ * or LK_NN_F32. Read at each product, not at create: a run creates its
+ * models before its precision plugin (the kinds' creation order), and the
+ * plugin's choice must reach the contexts the models already have. */
+static _Atomic int bf16_users;
+
+#define NO_ENGINE                                                              \
+  "this CPU has no bf16 product instruction (AVX512_BF16: see "                \
+  "/proc/cpuinfo's avx512_bf16); the kit does not emulate it"
+
+int lk_nn_bf16_acquire(void) {
+  if (!nn__bf16_engine())
+    return lk__err(LK_EINVAL, "bf16 products: %s", NO_ENGINE);
+  atomic_fetch_add(&bf16_users, 1);
+  return 0;
+}
+
+void lk_nn_bf16_release(void) {
+  int n = atomic_load(&bf16_users);
+  while (n > 0 && !atomic_compare_exchange_weak(&bf16_users, &n, n - 1))
+    ;
+}
+
+const char *lk_nn_bf16_engine(void) {
+  return nn__bf16_engine();
+}
+
+bool nn__bf16(const lk_nn *nn) {
+  if (nn->precision)
+    return nn->precision == LK_NN_BF16;
+  return atomic_load_explicit(&bf16_users, memory_order_relaxed) > 0;
+}
+
+const char *lk_nn_products(const lk_nn *nn) {
+  return nn && nn__bf16(nn) ? "bf16" : "f32";
+}
+
 int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
   if (!out)
     return lk__err(LK_EINVAL, "lk_nn_create: out is NULL");
@@ -34,10 +72,16 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
                    "lk_nn_create: threads is %d; expected 0 (one per CPU) "
                    "to %d",
                    threads, NN_MAX_THREADS);
-  unsigned known = LK_NN_PORTABLE | LK_NN_NO_BLAS | LK_NN_NO_ONEDNN;
+  unsigned known =
+      LK_NN_PORTABLE | LK_NN_NO_BLAS | LK_NN_NO_ONEDNN | LK_NN_BF16 | LK_NN_F32;
   if (flags & ~known)
     return lk__err(LK_EINVAL, "lk_nn_create: unknown flags 0x%x",
                    flags & ~known);
+  if ((flags & LK_NN_BF16) && (flags & LK_NN_F32))
+    return lk__err(LK_EINVAL,
+                   "lk_nn_create: LK_NN_BF16 and LK_NN_F32 together");
+  if ((flags & LK_NN_BF16) && !nn__bf16_engine())
+    return lk__err(LK_EINVAL, "lk_nn_create: LK_NN_BF16: %s", NO_ENGINE);
   lk_nn *nn = calloc(1, sizeof *nn);
   if (!nn)
     return lk__err(LK_ENOMEM, "lk_nn_create: out of memory");
@@ -45,6 +89,7 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
   if (nn->threads > NN_MAX_THREADS)
     nn->threads = NN_MAX_THREADS;
   nn->ws_limit = SIZE_MAX;
+  nn->precision = flags & (LK_NN_BF16 | LK_NN_F32);
   /* oneDNN or OpenBLAS on one thread (gemm.c says why), or the kit's */
   nn->blas = nn__blas_open(flags);
   nn->k = &nn__kernels_base;

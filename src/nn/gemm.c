@@ -263,6 +263,9 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
     scale_c(m, n, beta, c, ldc);
     return;
   }
+  if (nn__bf16(nn) &&
+      nn__bf16_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   if (nn->blas) {
     if (beta == 0 && !nn->blas->clears_c) /* probe_clears: NaN would stay */
       scale_c(m, n, 0, c, ldc);
