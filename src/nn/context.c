@@ -33,8 +33,9 @@ static int cpus(void) {
 static _Atomic int bf16_users;
 
 #define NO_ENGINE                                                              \
-  "this CPU has no bf16 product instruction (AVX512_BF16: see "                \
-  "/proc/cpuinfo's avx512_bf16); the kit does not emulate it"
+  "this CPU has no bf16 product instruction (neither AMX-BF16 nor "            \
+  "AVX512_BF16: /proc/cpuinfo's amx_bf16, avx512_bf16), and the layer kit "    \
+  "does not emulate one"
 
 int lk_nn_bf16_acquire(void) {
   if (!nn__bf16_engine())
