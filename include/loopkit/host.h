@@ -112,7 +112,8 @@ LK_API lk_rng *lk_host_rng(lk_host *host);
 LK_API uint64_t lk_host_seed(lk_host *host);
 
 /* Since ABI 1.4: how many threads a plugin's kernels should use, from
- * [loop] threads (0, the default: one per CPU the process may run on).
+ * [loop] threads (0, the default: one per CPU the process may run on,
+ * divided among the processes a launcher started on its node).
  * Always >= 1; 1 in an environment without a run (lk_optimizer_open). */
 LK_API int lk_host_threads(lk_host *host);
 /* The generator (xoshiro256**): its state set from SEED and STREAM
