@@ -77,6 +77,32 @@ static inline __m512 load16(const float *p, int len) {
   return _mm512_maskz_loadu_ps(first(len > 0 ? len : 0), p);
 }
 
+/* R[i][j] becomes R[j][i], 16 x 16 32-bit words (one pair of bf16 each):
+ * words, then pairs of words within 128-bit lanes, then the lanes. */
+static inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int g = 0; g < 16; g += 4) {
+    t[g] = _mm512_unpacklo_epi32(r[g], r[g + 1]);
+    t[g + 1] = _mm512_unpackhi_epi32(r[g], r[g + 1]);
+    t[g + 2] = _mm512_unpacklo_epi32(r[g + 2], r[g + 3]);
+    t[g + 3] = _mm512_unpackhi_epi32(r[g + 2], r[g + 3]);
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    t[c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    t[8 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 8; c++) {
+    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
 /* B's block [kc, nc] (op applied) into panels [nc/NR][KPP][NR] of pairs
  * (kp = kc rounded up, halved; KPP >= kp), zero beyond kc and nc. */
 static void pack_b(bool tb, const float *b, int ldb, int kc, int nc, int kpp,
@@ -99,25 +125,21 @@ static void pack_b(bool tb, const float *b, int ldb, int kc, int nc, int kpp,
                               interleave(round2(lo, hi)));
         }
       }
-    } else { /* B stored [n][k]: a pair is adjacent in a row */
-      for (int j = 0; j < NR; j++) {
-        if (j >= w) {
-          for (int p = 0; p < kp; p++)
-            panel[(size_t)p * NR + j] = 0;
-          continue;
-        }
-        const float *row = b + (size_t)(j0 + j) * (size_t)ldb;
+    } else { /* B stored [n][k]: a pair is adjacent in a row; 16 columns
+                by 16 pairs at a time, transposed */
+      for (int j = 0; j < NR; j += 16)
         for (int p = 0; p < kp; p += 16) {
-          uint32_t pairs[16];
-          int len = kc - 2 * p;
-          __m512i v = round2(load16(row + 2 * p, len),
-                             load16(row + 2 * p + 16, len - 16));
-          _mm512_storeu_si512(pairs, v);
+          __m512i r[16];
+          for (int t = 0; t < 16; t++) {
+            const float *row = b + (size_t)(j0 + j + t) * (size_t)ldb + 2 * p;
+            int len = j + t < w ? kc - 2 * p : 0;
+            r[t] = round2(load16(row, len), load16(row + 16, len - 16));
+          }
+          transpose16(r);
           int m = kp - p < 16 ? kp - p : 16;
           for (int t = 0; t < m; t++)
-            panel[(size_t)(p + t) * NR + j] = pairs[t];
+            _mm512_storeu_si512(panel + (size_t)(p + t) * NR + j, r[t]);
         }
-      }
     }
   }
 }
@@ -143,21 +165,29 @@ static void pack_a(bool ta, const float *a, int lda, int mc, int kc, int kpp,
         _mm512_mask_storeu_epi32(out + p, first(m), v);
       }
     }
-  } else { /* A stored [k][m]: a pair is two rows, 16 values of m at once */
-    for (int p = 0; p < kp; p++) {
-      const float *r0 = a + (size_t)(2 * p) * (size_t)lda;
-      const float *r1 = r0 + lda;
-      bool two = 2 * p + 1 < kc;
-      for (int i = 0; i < mc; i += 16) {
-        uint32_t pairs[16];
-        __m512 lo = load16(r0 + i, mc - i);
-        __m512 hi = two ? load16(r1 + i, mc - i) : _mm512_setzero_ps();
-        _mm512_storeu_si512(pairs, interleave(round2(lo, hi)));
-        int m = mc - i < 16 ? mc - i : 16;
-        for (int t = 0; t < m; t++)
-          ap[(size_t)(i + t) * (size_t)kpp + (size_t)p] = pairs[t];
+  } else { /* A stored [k][m]: a pair is two rows; 16 pairs by 16 rows of
+              the block at a time, transposed */
+    for (int i = 0; i < mc; i += 16)
+      for (int p = 0; p < kp; p += 16) {
+        __m512i r[16];
+        for (int t = 0; t < 16; t++) {
+          int pt = p + t;
+          if (pt >= kp) {
+            r[t] = _mm512_setzero_si512();
+            continue;
+          }
+          const float *r0 = a + (size_t)(2 * pt) * (size_t)lda + i;
+          __m512 lo = load16(r0, mc - i);
+          __m512 hi = 2 * pt + 1 < kc ? load16(r0 + lda, mc - i)
+                                      : _mm512_setzero_ps();
+          r[t] = interleave(round2(lo, hi));
+        }
+        transpose16(r);
+        int h = mc - i < 16 ? mc - i : 16, m = kpp - p < 16 ? kpp - p : 16;
+        for (int t = 0; t < h; t++)
+          _mm512_mask_storeu_epi32(ap + (size_t)(i + t) * (size_t)kpp + p,
+                                   first(m), r[t]);
       }
-    }
   }
   memset(ap + (size_t)mc * (size_t)kpp, 0,
          (size_t)(mcp - mc) * (size_t)kpp * sizeof *ap);
