@@ -280,9 +280,21 @@ void nn__gemm_plan(nn_gemm *g) {
   int side = g->split_n ? g->n : g->m;
   double flops = 2.0 * g->m * g->n * g->k;
   int t = 1;
-  while (t * 2 <= TILE_MAX && side / (t * 2) >= TILE_MIN &&
-         flops / (t * 2) >= TILE_FLOPS)
-    t *= 2;
+  if (nn__bf16(g->nn)) {
+    /* The bf16 kernels sum every element of C in the same order wherever
+     * it lies in C (gemm_bf16.c), so the tiles need not be fixed: one per
+     * thread, as few as may be, since each packs its own copy of the
+     * operand it shares with the others. On the AMX tiles packing costs
+     * more than the products: 4 fixed tiles ran a baby-GPT step's products
+     * at half the speed of 1. */
+    while (t < g->nn->threads && side / (t + 1) >= TILE_MIN &&
+           flops / (t + 1) >= TILE_FLOPS)
+      t++;
+  } else {
+    while (t * 2 <= TILE_MAX && side / (t * 2) >= TILE_MIN &&
+           flops / (t * 2) >= TILE_FLOPS)
+      t *= 2;
+  }
   g->tiles = g->m > 0 && g->n > 0 ? t : 0;
 }
 
