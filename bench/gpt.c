@@ -282,8 +282,8 @@ static size_t read_losses(const char *dir, double *losses, size_t n) {
 
 /* Trains STEPS steps on THREADS threads in a fresh run: the seconds
  * lk_run_train took (*CPU its CPU seconds); the first losses into LOSSES. */
-static double loopkit_run(size_t steps, int threads, bool bf16,
-                          double *losses, double *cpu) {
+static double loopkit_run(size_t steps, int threads, bool bf16, double *losses,
+                          double *cpu) {
   char text[2048], dir[sizeof tmp_root + 32];
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = %zu\nthreads = %d\nseed = %d\n"
@@ -293,8 +293,8 @@ static double loopkit_run(size_t steps, int threads, bool bf16,
            "[text]\npath = %s\nblock_size = %d\nbatch_size = %d\n"
            "val_split = 0\nbatches_per_epoch = %zu\n"
            "[adamw]\nlr = " LR "\nbetas = " BETAS "\n",
-           steps, threads, SEED, bf16 ? "precision = bf16-mixed\n" : "", L,
-           NH, C, T, V, init_path, opt.text, T, B, steps + 1);
+           steps, threads, SEED, bf16 ? "precision = bf16-mixed\n" : "", L, NH,
+           C, T, V, init_path, opt.text, T, B, steps + 1);
   snprintf(dir, sizeof dir, "%s/run-%d", tmp_root, run_counter++);
   lk_config *cfg;
   lk_run *run = NULL;
@@ -553,7 +553,9 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 5; k++) {
       if (!got[k]) {
         printf("%7d %-19s %11s\n", t, names[k],
-               k == 1 ? "no engine" : have_torch ? "failed" : "no torch");
+               k == 1       ? "no engine"
+               : have_torch ? "failed"
+                            : "no torch");
         continue;
       }
       bool b16 = k == 1 || k == 4;

@@ -178,8 +178,8 @@ static void pack_a(bool ta, const float *a, int lda, int mc, int kc, int kpp,
           }
           const float *r0 = a + (size_t)(2 * pt) * (size_t)lda + i;
           __m512 lo = load16(r0, mc - i);
-          __m512 hi = 2 * pt + 1 < kc ? load16(r0 + lda, mc - i)
-                                      : _mm512_setzero_ps();
+          __m512 hi =
+              2 * pt + 1 < kc ? load16(r0 + lda, mc - i) : _mm512_setzero_ps();
           r[t] = interleave(round2(lo, hi));
         }
         transpose16(r);
