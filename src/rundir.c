@@ -581,14 +581,14 @@ int lk__rundir_open(lk_run *run, const lk_config *cfg,
   int rc = 0;
   if (run->resumed)
     rc = plan(run, config_path, ck_st, &src);
-  if (rc == 0 && src)
-    say_precision(run, cfg, src);
   else if (run->opts.out_dir)
     rc = (rd->dir = lk__strdup(run->opts.out_dir))
              ? 0
              : lk__err(LK_ENOMEM, "out of memory");
   else
     rc = new_run_dir(rd, config_path);
+  if (rc == 0 && src)
+    say_precision(run, cfg, src);
   if (rc == 0)
     rc = mkdir_p(rd->dir);
   if (rc == 0)
