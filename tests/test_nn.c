@@ -999,13 +999,7 @@ static float bf16_round(float x) {
  * f32 sums differ: the bound of the f32 products holds), on 1 and 3
  * threads; and they are bf16 indeed: the same product of the unrounded
  * operands is farther off. Skipped where the CPU has no bf16 product. */
-static void bf16_gemm_cases(void **state) {
-  (void)state;
-  if (!lk_nn_bf16_engine()) {
-    print_message("skipped: this CPU has no AVX512_BF16 (the bf16 products "
-                  "refuse to run without it)\n");
-    skip();
-  }
+static void bf16_engine_cases(void) {
   print_message("bf16 engine: %s\n", lk_nn_bf16_engine());
   static const int shapes[][3] = {{1, 10, 300},  {7, 1, 33},    {3, 5, 1},
                                   {2, 3, 4},     {17, 129, 65}, {33, 10, 200},
@@ -1066,6 +1060,24 @@ static void bf16_gemm_cases(void **state) {
       }
   lk_nn_free(nns[0]);
   lk_nn_free(nns[1]);
+}
+
+/* Each engine the CPU has: AMX's, and AVX512-BF16's on an AMX CPU too
+ * (LOOPKIT_BF16=avx512_bf16). Skipped where there is none. */
+static void bf16_gemm_cases(void **state) {
+  (void)state;
+  if (!lk_nn_bf16_engine()) {
+    print_message("skipped: this CPU has neither AMX-BF16 nor AVX512_BF16 "
+                  "(the bf16 products refuse to run without them)\n");
+    skip();
+  }
+  bf16_engine_cases();
+  if (!strcmp(lk_nn_bf16_engine(), "amx_bf16")) {
+    setenv("LOOPKIT_BF16", "avx512_bf16", 1);
+    if (lk_nn_bf16_engine())
+      bf16_engine_cases();
+    unsetenv("LOOPKIT_BF16");
+  }
 }
 
 /* The process's default precision of products: contexts created with
