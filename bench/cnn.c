@@ -253,17 +253,18 @@ static size_t read_losses(const char *dir, double *losses, size_t n) {
 
 /* Trains STEPS steps on THREADS threads in a fresh run: the seconds
  * lk_run_train took; the first losses into LOSSES (REPORT of them). */
-static double loopkit_run(size_t steps, int threads, double *losses,
+static double loopkit_run(size_t steps, int threads, bool bf16, double *losses,
                           double *cpu) {
   char text[2048], dir[sizeof tmp_root + 32];
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = %zu\nthreads = %d\n"
-           "[plugins]\nstep = sequential\noptimizer = adam\ndata = idx\n"
+           "[plugins]\nstep = sequential\noptimizer = adam\ndata = idx\n%s"
            "[sequential]\nlayers = " LAYERS "\ninit = %s\n"
            "[idx]\ndir = %s\nbatch_size = %d\nshuffle = false\n"
            "normalize = scale\nlimit = %zu\n"
            "[adam]\nlr = " LR "\n",
-           steps, threads, init_path, data_dir, BATCH, (steps + 1) * BATCH);
+           steps, threads, bf16 ? "precision = bf16-mixed\n" : "", init_path,
+           data_dir, BATCH, (steps + 1) * BATCH);
   snprintf(dir, sizeof dir, "%s/run-%d", tmp_root, run_counter++);
   lk_config *cfg;
   lk_run *run = NULL;
@@ -302,21 +303,37 @@ static void quote(char *out, size_t len, const char *s) {
   out[n] = '\0';
 }
 
+/* How torch runs: at its best (denormals flushed: its conv kernels ran 4x
+ * slower on denormals here; OpenBLAS's AVX-512 kernels), as the
+ * environment gives it (denormals kept, the environment's
+ * OPENBLAS_CORETYPE), or at its best under autocast(bf16). */
+typedef enum { TORCH_BEST, TORCH_DEFAULT, TORCH_BF16 } torch_mode;
+static const char *env_coretype; /* the environment's, NULL: unset */
+
 /* Torch's samples per second over steps W to S - 1 and its first losses;
  * false if the script failed. */
-static bool torch_run(size_t w, size_t s, int threads, double *sps, double *cps,
-                      double *losses) {
+static bool torch_run(torch_mode mode, size_t w, size_t s, int threads,
+                      double *sps, double *cps, double *losses) {
   char path[1024], script[1024], py[1024], init[1024], data[1024], cmd[8192];
   snprintf(path, sizeof path, "%s/bench/cnn_torch.py", opt.srcdir);
   quote(script, sizeof script, path);
   quote(py, sizeof py, opt.python);
   quote(init, sizeof init, init_path);
   quote(data, sizeof data, opt.data);
+  char core[200] = "";
+  if (mode == TORCH_DEFAULT) { /* the environment's kernels */
+    char q[100];
+    quote(q, sizeof q, env_coretype ? env_coretype : "");
+    snprintf(core, sizeof core, env_coretype ? "OPENBLAS_CORETYPE=%s " : "%s",
+             env_coretype ? q : "env -u OPENBLAS_CORETYPE ");
+  }
   snprintf(cmd, sizeof cmd,
-           "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
+           "%sOPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
            "--batch %d --steps %zu --warmup %zu --data %s "
-           "--threads %d --lr " LR " --report %d",
-           threads, py, script, init, BATCH, s, w, data, threads, REPORT);
+           "--threads %d --lr " LR " --report %d%s%s",
+           core, threads, py, script, init, BATCH, s, w, data, threads, REPORT,
+           mode != TORCH_DEFAULT ? " --flush-denormal" : "",
+           mode == TORCH_BF16 ? " --autocast-bf16" : "");
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
@@ -342,12 +359,13 @@ static bool torch_run(size_t w, size_t s, int threads, double *sps, double *cps,
 
 /* ---- the machine's peak ------------------------------------------------ */
 
-/* GFLOP/s of a 1536^3 sgemm through lk_nn_sgemm on THREADS threads, the
- * best of 3. */
-static double sgemm_peak(int threads) {
+/* GFLOP/s of a 1536^3 lk_nn_sgemm on THREADS threads, the best of 7 after a
+ * warm-up: f32 products (FLAGS LK_NN_F32, the sgemm peak) or the kit's bf16
+ * ones (LK_NN_BF16, the bf16 peak). */
+static double sgemm_peak(int threads, unsigned flags) {
   const int n = 1536;
   lk_nn *nn;
-  if (lk_nn_create(&nn, threads, 0) != 0)
+  if (lk_nn_create(&nn, threads, flags) != 0)
     die("lk_nn_create", lk_last_error());
   size_t count = (size_t)n * n;
   float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b),
@@ -357,7 +375,7 @@ static double sgemm_peak(int threads) {
   for (size_t i = 0; i < count; i++)
     a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
   double best = 0;
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 8; r++) {
     double t0 = now_s();
     lk_nn_sgemm(nn, false, false, n, n, n, 1, a, n, b, n, 0, c, n);
     double g = 2.0 * n * n * n / (now_s() - t0) / 1e9;
@@ -403,8 +421,24 @@ static void parse_args(int argc, char **argv) {
     usage();
 }
 
+/* OpenBLAS's AVX-512 kernels wherever the CPU has AVX-512, whatever the
+ * environment said (some set OPENBLAS_CORETYPE=Haswell, half the speed):
+ * torch at its best, and the kit's OpenBLAS if it takes it. The
+ * environment's value is kept for torch's default row. */
+static void coretype(void) {
+  env_coretype = getenv("OPENBLAS_CORETYPE");
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static char before[64];
+  if (env_coretype)
+    snprintf(before, sizeof before, "%s", env_coretype), env_coretype = before;
+  if (__builtin_cpu_supports("avx512f"))
+    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
+#endif
+}
+
 int main(int argc, char **argv) {
   parse_args(argc, argv);
+  coretype();
   if (!mkdtemp(tmp_root)) {
     perror("bench/cnn: mkdtemp");
     return 1;
@@ -433,63 +467,103 @@ int main(int argc, char **argv) {
            core ? core : "unset: OpenBLAS's own choice", lk_nn_isa(nn));
     lk_nn_free(nn);
   }
-  printf("%7s %11s %11s %7s %5s %9s %9s %7s %10s\n", "threads", "loopkit/s",
-         "torch/s", "ratio", "goal", "lk GF/s", "torch GF/s", "peak",
-         "loss diff");
+  const char *bf16 = lk_nn_bf16_engine();
+  printf("loopkit bf16-mixed: %s\n"
+         "torch best: denormals flushed (torch.set_flush_denormal), "
+         "OPENBLAS_CORETYPE %s; torch default: denormals kept, "
+         "OPENBLAS_CORETYPE %s\n\n",
+         bf16 ? bf16 : "none (this CPU has no bf16 product instruction)",
+         core ? core : "unset", env_coretype ? env_coretype : "unset");
+  printf("%7s %-19s %10s %8s %9s %7s %10s\n", "threads", "row", "samples/s",
+         "vs lk f32", "GFLOP/s", "of peak", "loss diff");
   fflush(stdout);
-  double flops = flops_per_sample(), peaks[2] = {0, 0};
-  double goals[2] = {1.0, 1.3};
+  static const char *names[5] = {"loopkit f32", "loopkit bf16-mixed",
+                                 "torch f32 best", "torch f32 default",
+                                 "torch bf16 autocast"};
+  double flops = flops_per_sample();
+  double goals_bf16[2] = {1.4, 0}, goals_peak[2] = {0.70, 0.60},
+         goals_torch[2] = {1.0, 1.3};
   bool all_goals = true, all_agree = true;
   for (int t = 1; t <= 2; t++) {
     size_t w = opt.steps, s = 2 * w;
-    double mine[MAX_REPS], theirs[MAX_REPS], lk_loss[REPORT],
-        t_loss[REPORT] = {0}, mine_cpu[MAX_REPS], theirs_cpu[MAX_REPS];
-    int n_theirs = 0;
+    /* The peaks before the rows and after them, the larger kept: on a
+     * shared machine one measurement may fall in another's burst. */
+    double peak0 = sgemm_peak(t, LK_NN_F32),
+           peak016 = bf16 ? sgemm_peak(t, LK_NN_BF16) : 0;
+    double sps[5][MAX_REPS], cps[5][MAX_REPS], loss[5][REPORT];
+    int got[5] = {0};
     for (int r = 0; r < opt.reps; r++) {
-      double cw, cs;
-      double tw = loopkit_run(w, t, NULL, &cw);
-      double ts = loopkit_run(s, t, lk_loss, &cs);
-      mine[r] = (double)((s - w) * BATCH) / (ts - tw);
-      mine_cpu[r] = (double)((s - w) * BATCH) / (cs - cw);
-      if (have_torch &&
-          torch_run(w, s, t, &theirs[n_theirs], &theirs_cpu[n_theirs], t_loss))
-        n_theirs++;
-    }
-    double m = median(mine, opt.reps), mc = median(mine_cpu, opt.reps);
-    double worst = 0;
-    for (int i = 0; i < REPORT; i++) {
-      double d = fabs(lk_loss[i] - t_loss[i]) / fabs(t_loss[i]);
-      worst = isnan(d) || d > worst ? d : worst;
+      for (int k = 0; k < 2; k++) { /* loopkit: f32, bf16-mixed */
+        if (k == 1 && !bf16)
+          continue;
+        double cw, cs;
+        double tw = loopkit_run(w, t, k == 1, NULL, &cw);
+        double ts = loopkit_run(s, t, k == 1, loss[k], &cs);
+        sps[k][got[k]] = (double)((s - w) * BATCH) / (ts - tw);
+        cps[k][got[k]++] = (double)((s - w) * BATCH) / (cs - cw);
+      }
+      for (int k = 2; k < 5 && have_torch; k++)
+        if (torch_run((torch_mode)(k - 2), w, s, t, &sps[k][got[k]],
+                      &cps[k][got[k]], loss[k]))
+          got[k]++;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     long lk_rss = ru.ru_maxrss;
-    peaks[t - 1] = sgemm_peak(t);
-    if (n_theirs == 0) {
-      printf("%7d %11.0f %11s %7s %4.1fx %9.1f %9s %7.1f\n", t, m,
-             have_torch ? "failed" : "no torch", "", goals[t - 1],
-             m * flops / 1e9, "", peaks[t - 1]);
-      all_goals = all_agree = false;
-      continue;
+    double peak = fmax(peak0, sgemm_peak(t, LK_NN_F32)),
+           peak16 = bf16 ? fmax(peak016, sgemm_peak(t, LK_NN_BF16)) : 0;
+    double med[5] = {0};
+    for (int k = 0; k < 5; k++)
+      med[k] = got[k] ? median(sps[k], got[k]) : 0;
+    for (int k = 0; k < 5; k++) {
+      if (!got[k]) {
+        printf("%7d %-19s %10s\n", t, names[k],
+               k == 1       ? "no engine"
+               : have_torch ? "failed"
+                            : "no torch");
+        continue;
+      }
+      bool b16 = k == 1 || k == 4;
+      double gf = med[k] * flops / 1e9, pk = b16 ? peak16 : peak;
+      double worst = 0; /* against torch best's losses */
+      for (int i = 0; i < REPORT && got[2]; i++) {
+        double d = fabs(loss[k][i] - loss[2][i]) / fabs(loss[2][i]);
+        worst = isnan(d) || d > worst ? d : worst;
+      }
+      printf("%7d %-19s %10.0f %7.2fx %9.1f %6.0f%%", t, names[k], med[k],
+             med[k] / med[0], gf, pk > 0 ? 100 * gf / pk : 0);
+      if (got[2])
+        printf(" %10.2e%s", worst,
+               k == 0 ? (worst <= LOSS_TOLERANCE ? " PASS" : " FAIL") : "");
+      printf("\n");
+      if (k == 0 && got[2])
+        all_agree &= worst <= LOSS_TOLERANCE;
     }
-    double th = median(theirs, n_theirs), ratio = m / th;
-    double thc = median(theirs_cpu, n_theirs);
-    bool agree = worst <= LOSS_TOLERANCE;
-    all_goals &= ratio >= goals[t - 1];
-    all_agree &= agree;
     getrusage(RUSAGE_CHILDREN, &ru);
-    printf("%7d %11.0f %11.0f %6.2fx %4.1fx %9.1f %9.1f %7.1f %10.2e %s%s\n", t,
-           m, th, ratio, goals[t - 1], m * flops / 1e9, th * flops / 1e9,
-           peaks[t - 1], worst, agree ? "PASS" : "FAIL",
-           ratio >= goals[t - 1] ? "" : " (slow)");
-    printf("%7s per CPU-second (every thread's): loopkit %.0f, torch %.0f "
-           "samples, %.2fx\n",
-           "", mc, thc, mc / thc);
-    printf("%7s loopkit %.0f%% of the peak, torch %.0f%%; peak RSS loopkit "
-           "%ld MiB, torch %ld MiB\n",
-           "", 100 * m * flops / 1e9 / peaks[t - 1],
-           100 * th * flops / 1e9 / peaks[t - 1], lk_rss / 1024,
+    printf("%7s peaks (1536^3 lk_nn_sgemm): f32 %.1f GFLOP/s, bf16 %.1f; "
+           "per CPU-second: loopkit f32 %.0f, bf16 %.0f, torch best %.0f "
+           "samples\n",
+           "", peak, peak16, median(cps[0], got[0]),
+           got[1] ? median(cps[1], got[1]) : 0,
+           got[2] ? median(cps[2], got[2]) : 0);
+    double frac = med[0] * flops / 1e9 / peak;
+    bool g1 = !got[1] || med[1] / med[0] >= goals_bf16[t - 1];
+    bool g2 = frac >= goals_peak[t - 1];
+    bool g3 = !got[2] || med[0] / med[2] >= goals_torch[t - 1];
+    printf("%7s goals: bf16-mixed %.2fx loopkit f32 (>= %.1fx) %s; loopkit "
+           "f32 at %.0f%% of the sgemm peak (>= %.0f%%) %s; loopkit f32 "
+           "%.2fx torch best (>= %.1fx) %s; peak RSS loopkit %ld MiB, torch "
+           "%ld MiB\n",
+           "", got[1] ? med[1] / med[0] : 0, goals_bf16[t - 1],
+           !got[1]              ? "(no engine)"
+           : !goals_bf16[t - 1] ? "(no goal)"
+           : g1                 ? "met"
+                                : "NOT met",
+           100 * frac, 100 * goals_peak[t - 1], g2 ? "met" : "NOT met",
+           got[2] ? med[0] / med[2] : 0, goals_torch[t - 1],
+           got[2] ? (g3 ? "met" : "NOT met") : "(no torch)", lk_rss / 1024,
            ru.ru_maxrss / 1024);
+    all_goals &= g1 && g2 && g3;
     fflush(stdout);
   }
   printf("\n%.1f MFLOP per training sample (products only)\n", flops / 1e6);

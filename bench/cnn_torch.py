@@ -161,8 +161,15 @@ def main():
     ap.add_argument("--lr", type=float, default=0.001)
     ap.add_argument("--report", type=int, default=20)
     ap.add_argument("--epochs", type=int)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): torch at its best")
+    ap.add_argument("--autocast-bf16", action="store_true",
+                    help="forward and loss under torch.autocast('cpu', bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16)
     if a.epochs:
         epochs(a)
         return
@@ -179,7 +186,8 @@ def main():
 
     def step(i):
         opt.zero_grad()
-        loss = loss_fn(model(xs[i]), ys[i])
+        with autocast:
+            loss = loss_fn(model(xs[i]), ys[i])
         loss.backward()
         opt.step()
         if i < a.report:

@@ -282,19 +282,19 @@ static size_t read_losses(const char *dir, double *losses, size_t n) {
 
 /* Trains STEPS steps on THREADS threads in a fresh run: the seconds
  * lk_run_train took (*CPU its CPU seconds); the first losses into LOSSES. */
-static double loopkit_run(size_t steps, int threads, double *losses,
+static double loopkit_run(size_t steps, int threads, bool bf16, double *losses,
                           double *cpu) {
   char text[2048], dir[sizeof tmp_root + 32];
   snprintf(text, sizeof text,
            "[loop]\nmax_steps = %zu\nthreads = %d\nseed = %d\n"
-           "[plugins]\nstep = gpt\ndata = text\noptimizer = adamw\n"
+           "[plugins]\nstep = gpt\ndata = text\noptimizer = adamw\n%s"
            "[gpt]\nn_layer = %d\nn_head = %d\nn_embd = %d\nblock_size = %d\n"
            "vocab_size = %d\ninit = %s\n"
            "[text]\npath = %s\nblock_size = %d\nbatch_size = %d\n"
            "val_split = 0\nbatches_per_epoch = %zu\n"
            "[adamw]\nlr = " LR "\nbetas = " BETAS "\n",
-           steps, threads, SEED, L, NH, C, T, V, init_path, opt.text, T, B,
-           steps + 1);
+           steps, threads, SEED, bf16 ? "precision = bf16-mixed\n" : "", L, NH,
+           C, T, V, init_path, opt.text, T, B, steps + 1);
   snprintf(dir, sizeof dir, "%s/run-%d", tmp_root, run_counter++);
   lk_config *cfg;
   lk_run *run = NULL;
@@ -333,10 +333,16 @@ static void quote(char *out, size_t len, const char *s) {
   out[n] = '\0';
 }
 
+/* How torch runs: at its best (denormals flushed, OpenBLAS's AVX-512
+ * kernels), as the environment gives it (denormals kept, the
+ * environment's OPENBLAS_CORETYPE), or at its best under autocast(bf16). */
+typedef enum { TORCH_BEST, TORCH_DEFAULT, TORCH_BF16 } torch_mode;
+static const char *env_coretype; /* the environment's, NULL: unset */
+
 /* Torch's tokens per second (by the clock, per CPU-second) over steps W to
  * S - 1, its peak RSS and its first losses; false if the script failed. */
-static bool torch_run(size_t w, size_t s, int threads, double *tps, double *cps,
-                      long *rss, double *losses) {
+static bool torch_run(torch_mode mode, size_t w, size_t s, int threads,
+                      double *tps, double *cps, long *rss, double *losses) {
   char path[1024], script[1100], py[1100], init[1100], text[1100], pos[1100],
       cmd[8192];
   snprintf(path, sizeof path, "%s/bench/gpt_torch.py", opt.srcdir);
@@ -345,13 +351,21 @@ static bool torch_run(size_t w, size_t s, int threads, double *tps, double *cps,
   quote(init, sizeof init, init_path);
   quote(text, sizeof text, opt.text);
   quote(pos, sizeof pos, pos_path);
+  char core[200] = "";
+  if (mode == TORCH_DEFAULT) { /* the environment's kernels */
+    char q[100];
+    quote(q, sizeof q, env_coretype ? env_coretype : "");
+    snprintf(core, sizeof core, env_coretype ? "OPENBLAS_CORETYPE=%s " : "%s",
+             env_coretype ? q : "env -u OPENBLAS_CORETYPE ");
+  }
   snprintf(cmd, sizeof cmd,
-           "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
+           "%sOPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=%d %s %s --init %s "
            "--text %s --positions %s --steps %zu --warmup %zu --threads %d "
            "--batch %d --block %d --n-layer %d --n-head %d --n-embd %d "
-           "--lr " LR " --betas " BETAS " --report %d",
-           threads, py, script, init, text, pos, s, w, threads, B, T, L, NH, C,
-           REPORT);
+           "--lr " LR " --betas " BETAS " --report %d%s%s",
+           core, threads, py, script, init, text, pos, s, w, threads, B, T, L,
+           NH, C, REPORT, mode != TORCH_DEFAULT ? " --flush-denormal" : "",
+           mode == TORCH_BF16 ? " --autocast-bf16" : "");
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
@@ -376,12 +390,13 @@ static bool torch_run(size_t w, size_t s, int threads, double *tps, double *cps,
 
 /* ---- the machine's peak -------------------------------------------------- */
 
-/* GFLOP/s of a 1536^3 sgemm through lk_nn_sgemm on THREADS threads, the
- * best of 3 after a warm-up. */
-static double sgemm_peak(int threads) {
+/* GFLOP/s of a 1536^3 lk_nn_sgemm on THREADS threads, the best of 7 after
+ * a warm-up: f32 products (FLAGS LK_NN_F32, the sgemm peak) or the kit's
+ * bf16 ones (LK_NN_BF16, the bf16 peak). */
+static double sgemm_peak(int threads, unsigned flags) {
   const int n = 1536;
   lk_nn *nn;
-  if (lk_nn_create(&nn, threads, 0) != 0)
+  if (lk_nn_create(&nn, threads, flags) != 0)
     die("lk_nn_create", lk_last_error());
   size_t count = (size_t)n * n;
   float *a = malloc(count * sizeof *a), *b = malloc(count * sizeof *b),
@@ -391,7 +406,7 @@ static double sgemm_peak(int threads) {
   for (size_t i = 0; i < count; i++)
     a[i] = (float)(i % 7) * 0.25f, b[i] = (float)(i % 5) * 0.5f;
   double best = 0;
-  for (int r = 0; r < 4; r++) {
+  for (int r = 0; r < 8; r++) {
     double t0 = now_s();
     lk_nn_sgemm(nn, false, false, n, n, n, 1, a, n, b, n, 0, c, n);
     double g = 2.0 * n * n * n / (now_s() - t0) / 1e9;
@@ -456,6 +471,7 @@ int main(int argc, char **argv) {
   parse_args(argc, argv);
   const char *was;
   coretype(&was);
+  env_coretype = was;
   if (!mkdtemp(tmp_root)) {
     perror("bench/gpt: mkdtemp");
     return 1;
@@ -486,64 +502,103 @@ int main(int argc, char **argv) {
            was ? was : "unset", lk_nn_isa(nn));
     lk_nn_free(nn);
   }
-  printf("%7s %11s %11s %7s %5s %9s %10s %7s %10s\n", "threads", "loopkit t/s",
-         "torch t/s", "ratio", "goal", "lk GF/s", "torch GF/s", "peak",
-         "loss diff");
+  const char *bf16 = lk_nn_bf16_engine();
+  printf("loopkit bf16-mixed: %s\n"
+         "torch best: denormals flushed (torch.set_flush_denormal), "
+         "OPENBLAS_CORETYPE %s; torch default: denormals kept, "
+         "OPENBLAS_CORETYPE %s\n\n",
+         bf16 ? bf16 : "none (this CPU has no bf16 product instruction)",
+         core ? core : "unset", was ? was : "unset");
+  printf("%7s %-19s %11s %8s %9s %7s %10s\n", "threads", "row", "tokens/s",
+         "vs lk f32", "GFLOP/s", "of peak", "loss diff");
   fflush(stdout);
-  double goals[2] = {1.5, 2.0};
+  static const char *names[5] = {"loopkit f32", "loopkit bf16-mixed",
+                                 "torch f32 best", "torch f32 default",
+                                 "torch bf16 autocast"};
+  double goals_bf16[2] = {1.5, 1.4}, goals_peak[2] = {0.85, 0.75},
+         goals_torch[2] = {1.5, 2.0};
   bool all_goals = true, all_agree = true;
   for (int t = 1; t <= 2; t++) {
     size_t w = opt.steps, s = 2 * w;
-    double mine[MAX_REPS], theirs[MAX_REPS], lk_loss[REPORT],
-        t_loss[REPORT] = {0}, mine_cpu[MAX_REPS], theirs_cpu[MAX_REPS];
+    /* The peaks before the rows and after them, the larger kept: on a
+     * shared machine one measurement may fall in another's burst. */
+    double peak0 = sgemm_peak(t, LK_NN_F32),
+           peak016 = bf16 ? sgemm_peak(t, LK_NN_BF16) : 0;
+    double tps[5][MAX_REPS], cps[5][MAX_REPS], loss[5][REPORT];
+    int got[5] = {0};
     long t_rss = 0;
-    int n_theirs = 0;
     for (int r = 0; r < opt.reps; r++) {
-      double cw, cs;
-      double tw = loopkit_run(w, t, NULL, &cw);
-      double ts = loopkit_run(s, t, lk_loss, &cs);
-      mine[r] = (double)((s - w) * B * T) / (ts - tw);
-      mine_cpu[r] = (double)((s - w) * B * T) / (cs - cw);
-      long rss;
-      if (have_torch && torch_run(w, s, t, &theirs[n_theirs],
-                                  &theirs_cpu[n_theirs], &rss, t_loss)) {
-        n_theirs++;
-        t_rss = rss > t_rss ? rss : t_rss;
+      for (int k = 0; k < 2; k++) { /* loopkit: f32, bf16-mixed */
+        if (k == 1 && !bf16)
+          continue;
+        double cw, cs;
+        double tw = loopkit_run(w, t, k == 1, NULL, &cw);
+        double ts = loopkit_run(s, t, k == 1, loss[k], &cs);
+        tps[k][got[k]] = (double)((s - w) * B * T) / (ts - tw);
+        cps[k][got[k]++] = (double)((s - w) * B * T) / (cs - cw);
       }
-    }
-    double m = median(mine, opt.reps), mc = median(mine_cpu, opt.reps);
-    double worst = 0;
-    for (int i = 0; i < REPORT; i++) {
-      double d = fabs(lk_loss[i] - t_loss[i]) / fabs(t_loss[i]);
-      worst = isnan(d) || d > worst ? d : worst;
+      for (int k = 2; k < 5 && have_torch; k++) {
+        long rss;
+        if (torch_run((torch_mode)(k - 2), w, s, t, &tps[k][got[k]],
+                      &cps[k][got[k]], &rss, loss[k])) {
+          got[k]++;
+          t_rss = rss > t_rss ? rss : t_rss;
+        }
+      }
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     long lk_rss = ru.ru_maxrss;
-    double peak = sgemm_peak(t);
-    if (n_theirs == 0) {
-      printf("%7d %11.0f %11s %7s %4.1fx %9.1f %10s %7.1f\n", t, m,
-             have_torch ? "failed" : "no torch", "", goals[t - 1],
-             m * flops / 1e9, "", peak);
-      all_goals = all_agree = false;
-      continue;
+    double peak = fmax(peak0, sgemm_peak(t, LK_NN_F32)),
+           peak16 = bf16 ? fmax(peak016, sgemm_peak(t, LK_NN_BF16)) : 0;
+    double med[5] = {0};
+    for (int k = 0; k < 5; k++)
+      med[k] = got[k] ? median(tps[k], got[k]) : 0;
+    for (int k = 0; k < 5; k++) {
+      if (!got[k]) {
+        printf("%7d %-19s %11s\n", t, names[k],
+               k == 1       ? "no engine"
+               : have_torch ? "failed"
+                            : "no torch");
+        continue;
+      }
+      bool b16 = k == 1 || k == 4;
+      double gf = med[k] * flops / 1e9, pk = b16 ? peak16 : peak;
+      double worst = 0; /* against torch best's losses */
+      for (int i = 0; i < REPORT && got[2]; i++) {
+        double d = fabs(loss[k][i] - loss[2][i]) / fabs(loss[2][i]);
+        worst = isnan(d) || d > worst ? d : worst;
+      }
+      printf("%7d %-19s %11.0f %7.2fx %9.1f %6.0f%%", t, names[k], med[k],
+             med[k] / med[0], gf, pk > 0 ? 100 * gf / pk : 0);
+      if (got[2])
+        printf(" %10.2e%s", worst,
+               k == 0 ? (worst <= LOSS_TOLERANCE ? " PASS" : " FAIL") : "");
+      printf("\n");
+      if (k == 0 && got[2])
+        all_agree &= worst <= LOSS_TOLERANCE;
     }
-    double th = median(theirs, n_theirs), ratio = m / th;
-    double thc = median(theirs_cpu, n_theirs);
-    bool agree = worst <= LOSS_TOLERANCE;
-    all_goals &= ratio >= goals[t - 1];
-    all_agree &= agree;
-    printf("%7d %11.0f %11.0f %6.2fx %4.1fx %9.1f %10.1f %7.1f %10.2e %s%s\n",
-           t, m, th, ratio, goals[t - 1], m * flops / 1e9, th * flops / 1e9,
-           peak, worst, agree ? "PASS" : "FAIL",
-           ratio >= goals[t - 1] ? "" : " (slow)");
-    printf("%7s per CPU-second (every thread's): loopkit %.0f, torch %.0f "
-           "tokens, %.2fx\n",
-           "", mc, thc, mc / thc);
-    printf("%7s loopkit %.0f%% of the peak, torch %.0f%%; peak RSS loopkit "
-           "%ld MiB, torch %ld MiB\n",
-           "", 100 * m * flops / 1e9 / peak, 100 * th * flops / 1e9 / peak,
-           lk_rss / 1024, t_rss / 1024);
+    printf("%7s peaks (1536^3 lk_nn_sgemm): f32 %.1f GFLOP/s, bf16 %.1f; "
+           "per CPU-second: loopkit f32 %.0f, bf16 %.0f, torch best %.0f "
+           "tokens\n",
+           "", peak, peak16, median(cps[0], got[0]),
+           got[1] ? median(cps[1], got[1]) : 0,
+           got[2] ? median(cps[2], got[2]) : 0);
+    double frac = med[0] * flops / 1e9 / peak;
+    bool g1 = !got[1] || med[1] / med[0] >= goals_bf16[t - 1];
+    bool g2 = frac >= goals_peak[t - 1];
+    bool g3 = !got[2] || med[0] / med[2] >= goals_torch[t - 1];
+    printf("%7s goals: bf16-mixed %.2fx loopkit f32 (>= %.1fx) %s; loopkit "
+           "f32 at %.0f%% of the sgemm peak (>= %.0f%%) %s; loopkit f32 "
+           "%.2fx torch best (>= %.1fx) %s; peak RSS loopkit %ld MiB, torch "
+           "%ld MiB\n",
+           "", got[1] ? med[1] / med[0] : 0, goals_bf16[t - 1],
+           got[1] ? (g1 ? "met" : "NOT met") : "(no engine)", 100 * frac,
+           100 * goals_peak[t - 1], g2 ? "met" : "NOT met",
+           got[2] ? med[0] / med[2] : 0, goals_torch[t - 1],
+           got[2] ? (g3 ? "met" : "NOT met") : "(no torch)", lk_rss / 1024,
+           t_rss / 1024);
+    all_goals &= g1 && g2 && g3;
     fflush(stdout);
   }
   printf("\n%.2f MFLOP per token (nanoGPT's 6 N + 12 L C T, N = %.0f)\n",

@@ -16,6 +16,9 @@ weight_decay 0.01, eps 1e-8: torch's defaults and the adamw plugin's);
 every step is optimizer.zero_grad(); loss = F.cross_entropy(model(x)...);
 loss.backward(); optimizer.step().
 
+--flush-denormal sets torch.set_flush_denormal(True) (torch at its best:
+its kernels slow down on denormals); --autocast-bf16 runs the forward and
+the loss under torch.autocast("cpu", bfloat16), torch's mixed precision.
 The clock runs over steps --warmup .. --steps - 1 only. Prints one line:
 
     tokens_per_second R cpu_tokens_per_second C seconds S timed_steps N maxrss_kb M losses L1,L2,...
@@ -140,8 +143,15 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--betas", default="0.9,0.99")
     ap.add_argument("--report", type=int, default=20)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): torch at its best")
+    ap.add_argument("--autocast-bf16", action="store_true",
+                    help="forward and loss under torch.autocast('cpu', bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16)
     torch.manual_seed(0)
 
     opener = gzip.open if a.text.endswith(".gz") else open
@@ -173,8 +183,9 @@ def main():
         if s == a.warmup:
             t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
-        logits = model(xs[s])
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), ys[s].view(-1))
+        with autocast:
+            logits = model(xs[s])
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), ys[s].view(-1))
         loss.backward()
         opt.step()
         if s < a.report:

@@ -217,20 +217,32 @@ static void quote(char *out, size_t len, const char *s) {
   out[n] = '\0';
 }
 
+static const char *env_coretype; /* the environment's, NULL: unset */
+
 /* Torch's samples per second over steps W to S - 1 and its losses after W
- * and S steps; false if the script failed. */
-static bool torch_run(size_t b, size_t w, size_t s, double *sps, double *loss_w,
-                      double *loss) {
+ * and S steps, at its BEST (denormals flushed, OpenBLAS's AVX-512 kernels)
+ * or as the environment gives it; false if the script failed. */
+static bool torch_run(bool best, size_t b, size_t w, size_t s, double *sps,
+                      double *loss_w, double *loss) {
   char path[1024], script[1024], py[1024], init[1024], data[1024], cmd[8192];
   snprintf(path, sizeof path, "%s/bench/mlp_torch.py", opt.srcdir);
   quote(script, sizeof script, path);
   quote(py, sizeof py, opt.python);
   quote(init, sizeof init, init_path);
   quote(data, sizeof data, opt.data);
+  char core[200] = "";
+  if (!best) { /* the environment's kernels */
+    char q[100];
+    quote(q, sizeof q, env_coretype ? env_coretype : "");
+    snprintf(core, sizeof core, env_coretype ? "OPENBLAS_CORETYPE=%s " : "%s",
+             env_coretype ? q : "env -u OPENBLAS_CORETYPE ");
+  }
   snprintf(cmd, sizeof cmd,
-           "%s %s --init %s --batch %zu --steps %zu --warmup %zu --data %s "
-           "--threads %d --lr " LR " --momentum " MOMENTUM " --layers " LAYERS,
-           py, script, init, b, s, w, data, opt.threads);
+           "%s%s %s --init %s --batch %zu --steps %zu --warmup %zu --data %s "
+           "--threads %d --lr " LR " --momentum " MOMENTUM " --layers " LAYERS
+           "%s",
+           core, py, script, init, b, s, w, data, opt.threads,
+           best ? " --flush-denormal" : "");
   FILE *p = popen(cmd, "r");
   if (!p)
     return false;
@@ -290,6 +302,18 @@ int main(int argc, char **argv) {
   snprintf(threads, sizeof threads, "%d", opt.threads);
   setenv("OPENBLAS_NUM_THREADS", threads, 1);
   setenv("OMP_NUM_THREADS", threads, 1);
+  /* OpenBLAS's AVX-512 kernels where the CPU has AVX-512, whatever the
+   * environment says (some say Haswell: half the speed), for the mlp
+   * plugin's OpenBLAS and torch at its best; torch's default row keeps
+   * the environment's. */
+  env_coretype = getenv("OPENBLAS_CORETYPE");
+  static char before[64];
+  if (env_coretype)
+    snprintf(before, sizeof before, "%s", env_coretype), env_coretype = before;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx512f"))
+    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
+#endif
   if (!mkdtemp(tmp_root)) {
     perror("bench/mlp: mkdtemp");
     return 1;
@@ -308,8 +332,14 @@ int main(int argc, char **argv) {
          "samples/s over steps W..S-1 (S = 2W); loss after S steps; |diff|: "
          "the larger difference of the losses after W and after S steps\n\n",
          opt.threads, opt.threads > 1 ? "s" : "", opt.reps);
-  printf("%5s %6s %12s %12s %8s %6s %12s %12s %9s\n", "B", "S", "loopkit/s",
-         "torch/s", "ratio", "goal", "loopkit loss", "torch loss", "|diff|");
+  printf("torch/s: torch at its best (denormals flushed, OPENBLAS_CORETYPE "
+         "%s), the ratio's; torch dflt/s: as the environment gives it "
+         "(OPENBLAS_CORETYPE %s)\n\n",
+         getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset",
+         env_coretype ? env_coretype : "unset");
+  printf("%5s %6s %12s %12s %12s %8s %6s %12s %12s %9s\n", "B", "S",
+         "loopkit/s", "torch/s", "torch dflt/s", "ratio", "goal",
+         "loopkit loss", "torch loss", "|diff|");
   fflush(stdout);
   bool all_goals = true, all_agree = true;
   for (size_t c = 0; c < N_CASES; c++) {
@@ -317,15 +347,17 @@ int main(int argc, char **argv) {
     size_t w = (size_t)llround((double)cases[c].half_steps * opt.scale);
     w = w ? w : 1;
     size_t s = 2 * w;
-    double mine[MAX_REPS], theirs[MAX_REPS];
-    double lk_w = NAN, lk_s = NAN, t_w = NAN, t_s = NAN;
-    int n_theirs = 0;
+    double mine[MAX_REPS], theirs[MAX_REPS], dflt[MAX_REPS];
+    double lk_w = NAN, lk_s = NAN, t_w = NAN, t_s = NAN, d_w, d_s;
+    int n_theirs = 0, n_dflt = 0;
     for (int r = 0; r < opt.reps; r++) {
       double tw = loopkit_run(b, w, &lk_w);
       double ts = loopkit_run(b, s, &lk_s);
       mine[r] = (double)((s - w) * b) / (ts - tw);
-      if (have_torch && torch_run(b, w, s, &theirs[n_theirs], &t_w, &t_s))
+      if (have_torch && torch_run(true, b, w, s, &theirs[n_theirs], &t_w, &t_s))
         n_theirs++;
+      if (have_torch && torch_run(false, b, w, s, &dflt[n_dflt], &d_w, &d_s))
+        n_dflt++;
     }
     double m = median(mine, opt.reps);
     if (n_theirs == 0) {
@@ -340,9 +372,11 @@ int main(int argc, char **argv) {
     double diff = isnan(dw) || isnan(ds) ? NAN : fmax(dw, ds);
     all_goals &= ratio >= cases[c].goal;
     all_agree &= agree;
-    printf("%5zu %6zu %12.0f %12.0f %7.2fx %5.0fx %12.7f %12.7f %9.2e %s %s\n",
-           b, s, m, t, ratio, cases[c].goal, lk_s, t_s, diff,
-           agree ? "PASS" : "FAIL", ratio >= cases[c].goal ? "" : "(slow)");
+    printf("%5zu %6zu %12.0f %12.0f %12.0f %7.2fx %5.0fx %12.7f %12.7f %9.2e "
+           "%s %s\n",
+           b, s, m, t, n_dflt ? median(dflt, n_dflt) : 0, ratio, cases[c].goal,
+           lk_s, t_s, diff, agree ? "PASS" : "FAIL",
+           ratio >= cases[c].goal ? "" : "(slow)");
     fflush(stdout);
   }
   if (!have_torch) { /* nothing to compare with: not a failure */

@@ -108,7 +108,11 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--layers", default="784,256,128,10")
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True): torch at its best")
     a = ap.parse_args()
+    if a.flush_denormal:
+        torch.set_flush_denormal(True)
     if not 0 <= a.warmup < a.steps:
         sys.exit("need 0 <= --warmup < --steps")
     torch.set_num_threads(a.threads)

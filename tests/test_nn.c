@@ -984,6 +984,145 @@ static void gemm_cases(void **state) {
   }
 }
 
+/* f32 X rounded to bf16 (to nearest even), as the bf16 products round
+ * their operands. */
+static float bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, sizeof u);
+  return x;
+}
+
+/* The bf16 products (LK_NN_BF16): every transpose case, alpha and beta, on
+ * the shapes of gemm_cases, against a double product of the operands
+ * rounded to bf16 (the products of two bf16 are exact in f32, so only the
+ * f32 sums differ: the bound of the f32 products holds), on 1 and 3
+ * threads; and they are bf16 indeed: the same product of the unrounded
+ * operands is farther off. Skipped where the CPU has no bf16 product. */
+static void bf16_engine_cases(void) {
+  print_message("bf16 engine: %s\n", lk_nn_bf16_engine());
+  static const int shapes[][3] = {{1, 10, 300},  {7, 1, 33},    {3, 5, 1},
+                                  {2, 3, 4},     {17, 129, 65}, {33, 10, 200},
+                                  {64, 128, 64}, {1, 1, 1},     {130, 7, 129},
+                                  {520, 40, 64}, {40, 520, 64}, {9, 300, 1100}};
+  static const float betas[] = {0, 1, 0.5f};
+  lk_nn *nns[2] = {open_nn(1, LK_NN_BF16), open_nn(3, LK_NN_BF16)};
+  assert_string_equal(lk_nn_products(nns[0]), "bf16");
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int bi = 0; bi < 3; bi++) {
+        bool ta = tr & 1, tb = tr & 2;
+        int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float alpha = bi == 2 ? -0.75f : 1.0f, beta = betas[bi];
+        int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        int lda = ac + 3, ldb = bc + 1, ldc = n + 2;
+        float *a = zeros((size_t)ar * lda), *b = zeros((size_t)br * ldb),
+              *c0 = zeros((size_t)m * ldc), *c = zeros((size_t)m * ldc);
+        for (size_t i = 0; i < (size_t)ar * lda; i++)
+          a[i] = value(i, 1);
+        for (size_t i = 0; i < (size_t)br * ldb; i++)
+          b[i] = value(i, 2);
+        for (size_t i = 0; i < (size_t)m * ldc; i++)
+          c0[i] = beta == 0 ? NAN : value(i, 3);
+        double far = 0;
+        for (int x = 0; x < 2; x++) {
+          memcpy(c, c0, (size_t)m * ldc * sizeof *c);
+          OK(lk_nn_sgemm(nns[x], ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                         c, ldc));
+          for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+              double sr = 0, s32 = 0;
+              for (int p = 0; p < k; p++) {
+                float av = ta ? a[p * lda + i] : a[i * lda + p];
+                float bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+                sr += (double)bf16_round(av) * bf16_round(bv);
+                s32 += (double)av * bv;
+              }
+              double keep = beta == 0 ? 0 : (double)beta * c0[i * ldc + j];
+              double want = alpha * sr + keep, got = c[i * ldc + j];
+              double off = fabs(got - (alpha * s32 + keep));
+              far = off > far ? off : far;
+              if (!(fabs(got - want) <= 1e-5 * (k + 1))) {
+                print_error("bf16, %d threads, %s%s m=%d n=%d k=%d alpha=%g "
+                            "beta=%g: C[%d,%d] = %.9g, expected %.9g\n",
+                            lk_nn_threads(nns[x]), ta ? "T" : "N",
+                            tb ? "T" : "N", m, n, k, alpha, beta, i, j, got,
+                            want);
+                fail();
+              }
+            }
+          if (m > 0 && beta != 0) /* the padding past a row is not touched */
+            assert_true(c[n] == c0[n]);
+        }
+        if (k >= 64) /* bf16's 8 bits show: 2^-9 per operand */
+          assert_true(far > 1e-3);
+        free(a), free(b), free(c), free(c0);
+      }
+  lk_nn_free(nns[0]);
+  lk_nn_free(nns[1]);
+}
+
+/* Each engine the CPU has: AMX's, and AVX512-BF16's on an AMX CPU too
+ * (LOOPKIT_BF16=avx512_bf16). Skipped where there is none. */
+static void bf16_gemm_cases(void **state) {
+  (void)state;
+  if (!lk_nn_bf16_engine()) {
+    print_message("skipped: this CPU has neither AMX-BF16 nor AVX512_BF16 "
+                  "(the bf16 products refuse to run without them)\n");
+    skip();
+  }
+  bf16_engine_cases();
+  if (!strcmp(lk_nn_bf16_engine(), "amx_bf16")) {
+    setenv("LOOPKIT_BF16", "avx512_bf16", 1);
+    if (lk_nn_bf16_engine())
+      bf16_engine_cases();
+    unsetenv("LOOPKIT_BF16");
+  }
+}
+
+/* The process's default precision of products: contexts created with
+ * neither flag follow lk_nn_bf16_acquire from their next product on, those
+ * made with LK_NN_F32 do not; and LOOPKIT_BF16=none (a CPU without the
+ * instruction) refuses both ways in, naming what is missing. */
+static void bf16_default(void **state) {
+  (void)state;
+  lk_nn *any = open_nn(1, 0), *f32 = open_nn(1, LK_NN_F32);
+  assert_string_equal(lk_nn_products(any), "f32");
+  float a[4] = {1.00390625f, 0, 0, 1}, b[4] = {1, 0, 0, 1}, c[4];
+  if (lk_nn_bf16_engine()) {
+    OK(lk_nn_bf16_acquire());
+    OK(lk_nn_bf16_acquire());
+    assert_string_equal(lk_nn_products(any), "bf16");
+    assert_string_equal(lk_nn_products(f32), "f32");
+    OK(lk_nn_sgemm(any, false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2));
+    assert_true(c[0] == 1.0f); /* 1 + 2^-8 is 1 in bf16 */
+    OK(lk_nn_sgemm(f32, false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2));
+    assert_true(c[0] == 1.00390625f);
+    lk_nn_bf16_release();
+    assert_string_equal(lk_nn_products(any), "bf16"); /* one still holds it */
+    lk_nn_bf16_release();
+  }
+  assert_string_equal(lk_nn_products(any), "f32");
+  OK(lk_nn_sgemm(any, false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2));
+  assert_true(c[0] == 1.00390625f);
+  lk_nn_bf16_release(); /* one too many changes nothing */
+  assert_string_equal(lk_nn_products(any), "f32");
+  lk_nn_free(any);
+  lk_nn_free(f32);
+
+  setenv("LOOPKIT_BF16", "none", 1);
+  assert_null(lk_nn_bf16_engine());
+  lk_nn *nn = (lk_nn *)&nn;
+  assert_int_equal(lk_nn_create(&nn, 1, LK_NN_BF16), LK_EINVAL);
+  assert_null(nn);
+  assert_non_null(strstr(lk_last_error(), "AVX512_BF16"));
+  assert_int_equal(lk_nn_bf16_acquire(), LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "AVX512_BF16"));
+  unsetenv("LOOPKIT_BF16");
+  assert_int_equal(lk_nn_create(&nn, 1, LK_NN_BF16 | LK_NN_F32), LK_EINVAL);
+}
+
 /* ---- 3. gradients against central differences ---------------------------- */
 
 /* For a scalar L = sum_i y_i w_i (w fixed in [-1, 1]) of a layer's output
@@ -1603,9 +1742,13 @@ static void everything(lk_nn *nn, outbuf *o) {
 static void same_at_any_thread_count(void **state) {
   (void)state;
   static const unsigned settings[] = {0, LK_NN_NO_ONEDNN, LK_NN_PORTABLE,
-                                      LK_NN_NO_BLAS};
-  for (int f = 0; f < 4; f++) {
+                                      LK_NN_NO_BLAS, LK_NN_BF16};
+  for (int f = 0; f < 5; f++) {
     unsigned flags = settings[f];
+    if ((flags & LK_NN_BF16) && !lk_nn_bf16_engine()) {
+      print_message("bf16 products: skipped, this CPU has no AVX512_BF16\n");
+      continue;
+    }
     outbuf ref = {0}, o = {0};
     lk_nn *nn1 = open_nn(1, flags);
     everything(nn1, &ref);
@@ -1737,7 +1880,7 @@ static void errors(void **state) {
   lk_nn *none;
   expect_error(lk_nn_create(&none, -1, 0), LK_EINVAL, "lk_nn_create", "-1",
                NULL);
-  expect_error(lk_nn_create(&none, 1, 0x10), LK_EINVAL, "flags", NULL);
+  expect_error(lk_nn_create(&none, 1, 0x100), LK_EINVAL, "flags", NULL);
   expect_error(
       lk_nn_sgemm(nn, false, false, -1, 2, 2, 1, buf, 2, buf, 2, 0, out, 2),
       LK_EINVAL, "sgemm", "M = -1", NULL);
@@ -2132,6 +2275,8 @@ int main(void) {
       cmocka_unit_test(against_torch),
       cmocka_unit_test(wrong_layers_fail),
       cmocka_unit_test(gemm_cases),
+      cmocka_unit_test(bf16_gemm_cases),
+      cmocka_unit_test(bf16_default),
       cmocka_unit_test(gradchecks),
       cmocka_unit_test(same_at_any_thread_count),
       cmocka_unit_test(pool_stress),

@@ -113,9 +113,9 @@ LK_API lk_rng *lk_host_rng(lk_host *host);
 LK_API uint64_t lk_host_seed(lk_host *host);
 
 /* Since ABI 1.4: how many threads a plugin's kernels should use, from
- * [loop] threads (0, the default: one per CPU the process may run on, at
- * most LK_NN_MAX_THREADS of loopkit/nn.h, as many as lk_nn_create
- * takes).
+ * [loop] threads (0, the default: one per CPU the process may run on,
+ * divided among the processes a launcher started on its node; at most
+ * LK_NN_MAX_THREADS of loopkit/nn.h, as many as lk_nn_create takes).
  * Always >= 1; 1 in an environment without a run (lk_optimizer_open). */
 LK_API int lk_host_threads(lk_host *host);
 /* The generator (xoshiro256**): its state set from SEED and STREAM

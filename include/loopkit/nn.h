@@ -66,6 +66,17 @@ typedef struct lk_nn lk_nn;
 #define LK_NN_PORTABLE 1u
 #define LK_NN_NO_BLAS 2u
 #define LK_NN_NO_ONEDNN 4u
+/* Precision of the products (lk_nn_sgemm and the layers' products: linear,
+ * conv2d, attention's): BF16, operands rounded to bf16 (to nearest even)
+ * and sums in f32, on the CPU's bf16 product instruction (AVX512_BF16;
+ * lk_nn_create fails with LK_EINVAL on a CPU without it: the kit does not
+ * emulate it). F32: f32 products even while the process's default is
+ * bf16. Neither: the process's default (lk_nn_bf16_acquire), read at each
+ * product. Everything else (elementwise layers, norms, softmax, losses,
+ * reductions) is f32 in every case, and bf16 products are as
+ * deterministic as f32 ones: the same bits at any thread count. */
+#define LK_NN_BF16 8u
+#define LK_NN_F32 16u
 
 /* A context with THREADS threads (the caller's included; 0: one per CPU
  * the process may run on). The products run in oneDNN's sgemm where the
@@ -102,6 +113,20 @@ LK_API const char *lk_nn_backend(const lk_nn *nn);
  * its product): "avx512", "avx2" or "base" (LK_NN_PORTABLE: always
  * "base"). All give the same results; only the speed differs. */
 LK_API const char *lk_nn_isa(const lk_nn *nn);
+/* "f32" or "bf16": the operands of the context's next product. */
+LK_API const char *lk_nn_products(const lk_nn *nn);
+/* The engine of bf16 products on this CPU: "avx512_bf16" (the kit's own
+ * AVX512-BF16 kernels), or NULL where the CPU has none (or the environment
+ * says LOOPKIT_BF16=none, for tests). */
+LK_API const char *lk_nn_bf16_engine(void);
+/* Makes bf16 the process's default precision of products while at least
+ * one acquire is not released: every context created with neither
+ * LK_NN_BF16 nor LK_NN_F32 runs its products in bf16 from its next
+ * product on, contexts created before the call included (the bf16-mixed
+ * precision plugin holds it for its run, whose models were created
+ * first). LK_EINVAL, and no change, where lk_nn_bf16_engine is NULL. */
+LK_API int lk_nn_bf16_acquire(void);
+LK_API void lk_nn_bf16_release(void);
 /* Bytes of scratch memory the context holds now. */
 LK_API size_t lk_nn_workspace_size(const lk_nn *nn);
 /* A layer that would need a workspace larger than BYTES fails with

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "config.h" /* LK_HAVE_MPI */
+#include "loopkit/nn.h"
 
 typedef struct listing {
   int broken; /* plugins that cannot be loaded */
@@ -137,6 +138,18 @@ int cli_inspect(int argc, char **argv) {
            "  %-24s %-8s default %s\n      %s\n",
            "optimizer", "string", "(the first optimizer)",
            "the name of the optimizer it drives, every group of it");
+  if (strstr(kinds, "precision")) {
+    /* What a precision plugin that takes the layer kit's products to bf16
+     * (bf16-mixed) runs them on here. */
+    const char *e = lk_nn_bf16_engine();
+    printf("bf16 products on this CPU: %s\n",
+           !e ? "none: it has neither AMX-BF16 nor AVX512_BF16, and the "
+                "layer kit does not emulate them (bf16-mixed refuses to "
+                "start)"
+           : !strcmp(e, "amx_bf16")
+               ? "amx_bf16 (the layer kit's kernels on the AMX tiles)"
+               : "avx512_bf16 (the layer kit's AVX512-BF16 kernels)");
+  }
   lk_plugin_close(p);
   return 0;
 }

@@ -57,7 +57,9 @@
     "a progress line every N steps when stderr is not a terminal", NULL)       \
   X(threads, threads, LK_OPT_INT, "0", 0,                                      \
     "threads a plugin's kernels use (lk_host_threads), at most " MAX_THREADS   \
-    "; 0: one per CPU the process may run on (at most " MAX_THREADS ")",       \
+    "; 0: one per CPU the process may run on (at most " MAX_THREADS            \
+    "), divided among the processes a launcher (mpirun, srun) started on "     \
+    "its node",                                                                \
     NULL)                                                                      \
   X(test_ckpt, test_ckpt, LK_OPT_ENUM, "last", 0,                              \
     "the parameters the test at the end of training runs on: last, the "       \

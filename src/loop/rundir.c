@@ -267,6 +267,35 @@ static bool is_latest(const char *dir, const struct stat *st) {
   return yes;
 }
 
+/* [plugins] precision of CFG, "none" when it has none. */
+static const char *precision_of(const lk_config *cfg) {
+  const lk_config_entry *e = lk_config_find(cfg, "plugins", "precision");
+  return e && e->value[0] ? e->value : "none";
+}
+
+/* A resume under another precision plugin than the run that wrote the
+ * checkpoint (SRC, its run directory) had is allowed: parameters,
+ * gradients and optimizer state are f32 under every precision, so the
+ * checkpoint is the same either way. It is said, since the run then goes
+ * on with other arithmetic. A SRC whose config.ini cannot be read says
+ * nothing (resuming does not need it). */
+static void say_precision(const lk_run *run, const lk_config *cfg,
+                          const char *src) {
+  char *path = lk__asprintf("%s/config.ini", src);
+  lk_config *old = NULL;
+  if (path && lk_config_load(path, &old) == 0) {
+    const char *was = precision_of(old), *now = precision_of(cfg);
+    if (strcmp(was, now) != 0)
+      lk__log(&run->env, LK_LOG_WARN,
+              "--resume %s: its run trained with [plugins] precision = %s, "
+              "this one goes on with precision = %s (the checkpoint's "
+              "parameters and optimizer state are f32 under both)",
+              run->opts.resume, was, now);
+  }
+  lk_config_free(old);
+  free(path);
+}
+
 /* Where a resume from CKPT writes, and whether it continues the run that
  * wrote it. */
 static int plan(lk_run *run, const char *config_path, const struct stat *ck_st,
@@ -608,6 +637,8 @@ int lk__rundir_open(lk_run *run, const lk_config *cfg,
              : lk__err(LK_ENOMEM, "out of memory");
   else
     rc = new_run_dir(rd, config_path);
+  if (rc == 0 && src)
+    say_precision(run, cfg, src);
   if (rc == 0)
     rc = mkdir_p(rd->dir);
   if (rc == 0)

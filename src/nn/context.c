@@ -34,10 +34,16 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
                    "lk_nn_create: threads is %d; expected 0 (one per CPU) "
                    "to %d",
                    threads, NN_MAX_THREADS);
-  unsigned known = LK_NN_PORTABLE | LK_NN_NO_BLAS | LK_NN_NO_ONEDNN;
+  unsigned known =
+      LK_NN_PORTABLE | LK_NN_NO_BLAS | LK_NN_NO_ONEDNN | LK_NN_BF16 | LK_NN_F32;
   if (flags & ~known)
     return lk__err(LK_EINVAL, "lk_nn_create: unknown flags 0x%x",
                    flags & ~known);
+  if ((flags & LK_NN_BF16) && (flags & LK_NN_F32))
+    return lk__err(LK_EINVAL,
+                   "lk_nn_create: LK_NN_BF16 and LK_NN_F32 together");
+  if ((flags & LK_NN_BF16) && !nn__bf16_engine())
+    return lk__err(LK_EINVAL, "lk_nn_create: LK_NN_BF16: %s", NN_NO_BF16_ENGINE);
   lk_nn *nn = calloc(1, sizeof *nn);
   if (!nn)
     return lk__err(LK_ENOMEM, "lk_nn_create: out of memory");
@@ -45,6 +51,7 @@ int lk_nn_create(lk_nn **out, int threads, unsigned flags) {
   if (nn->threads > NN_MAX_THREADS)
     nn->threads = NN_MAX_THREADS;
   nn->ws_limit = SIZE_MAX;
+  nn->precision = flags & (LK_NN_BF16 | LK_NN_F32);
   /* oneDNN or OpenBLAS on one thread (gemm.c says why), or the kit's */
   nn->blas = nn__blas_open(flags);
   nn->k = &nn__kernels_base;

@@ -263,6 +263,9 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
     scale_c(m, n, beta, c, ldc);
     return;
   }
+  if (nn__bf16(nn) &&
+      nn__bf16_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   if (nn->blas) {
     if (beta == 0 && !nn->blas->clears_c) /* probe_clears: NaN would stay */
       scale_c(m, n, 0, c, ldc);
@@ -277,9 +280,21 @@ void nn__gemm_plan(nn_gemm *g) {
   int side = g->split_n ? g->n : g->m;
   double flops = 2.0 * g->m * g->n * g->k;
   int t = 1;
-  while (t * 2 <= TILE_MAX && side / (t * 2) >= TILE_MIN &&
-         flops / (t * 2) >= TILE_FLOPS)
-    t *= 2;
+  if (nn__bf16(g->nn)) {
+    /* The bf16 kernels sum every element of C in the same order wherever
+     * it lies in C (gemm_bf16.c), so the tiles need not be fixed: one per
+     * thread, as few as may be, since each packs its own copy of the
+     * operand it shares with the others. On the AMX tiles packing costs
+     * more than the products: 4 fixed tiles ran a baby-GPT step's products
+     * at half the speed of 1. */
+    while (t < g->nn->threads && side / (t + 1) >= TILE_MIN &&
+           flops / (t + 1) >= TILE_FLOPS)
+      t++;
+  } else {
+    while (t * 2 <= TILE_MAX && side / (t * 2) >= TILE_MIN &&
+           flops / (t * 2) >= TILE_FLOPS)
+      t *= 2;
+  }
   g->tiles = g->m > 0 && g->n > 0 ? t : 0;
 }
 

@@ -41,6 +41,9 @@ extern const nn_kernels nn__kernels_base, nn__kernels_avx2, nn__kernels_avx512;
 
 struct lk_nn {
   int threads;
+  /* Its products' operands: LK_NN_BF16 or LK_NN_F32 as created, else
+   * whatever the process's default is at each product (context.c) */
+  unsigned precision;
   /* gemm.c: the library the products run in; NULL: the kit's own */
   const struct nn_blas *blas;
   const nn_kernels *k;
@@ -81,6 +84,15 @@ const char *nn__blas_name(const struct nn_blas *blas);
 void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
                float alpha, const float *a, int lda, const float *b, int ldb,
                float beta, float *c, int ldc);
+/* gemm_bf16.c: the bf16 product on the calling thread (false: no buffer
+ * for it, nothing done), and the engine this CPU has for it ("avx512_bf16",
+ * or NULL). */
+bool nn__bf16_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta,
+                   float *c, int ldc);
+const char *nn__bf16_engine(void);
+/* context.c: whether NN's products take bf16 operands now. */
+bool nn__bf16(const lk_nn *nn);
 /* The pieces lk_nn_sgemm cuts a product into: tiles of C along its longer
  * side, their number a function of M, N and K only. */
 typedef struct nn_gemm {
@@ -144,5 +156,11 @@ static inline size_t nn__mul(size_t a, size_t b) {
 #define NN_NEED(nn, layer, ptr)                                                \
   NN_CHECK((nn) != NULL, layer, "the context is NULL");                        \
   NN_CHECK((ptr) != NULL, layer, "%s is NULL", #ptr)
+
+/* Why bf16 products cannot run here (precision.c, context.c). */
+#define NN_NO_BF16_ENGINE                                                      \
+  "this CPU has no bf16 product instruction (neither AMX-BF16 nor "            \
+  "AVX512_BF16: /proc/cpuinfo's amx_bf16, avx512_bf16), and the layer kit "    \
+  "does not emulate one"
 
 #endif

@@ -57,8 +57,9 @@ typedef struct lk__entry {
     "comma-separated callback plugins, called in this order, before the "      \
     "model's own hooks")                                                       \
   X(PRECISION, precision, "precision", false, 3, NULL, 6,                      \
-    "scales the loss for backward and unscales the gradients (default: "       \
-    "none)")                                                                   \
+    "how backward's arithmetic runs: bf16-mixed (the layer kit's products "   \
+    "in bf16, all else f32), or a plugin that scales the loss for backward "   \
+    "and unscales the gradients (default: none)")                                                                   \
   X(LOGGER, logger, "loggers", true, 5, NULL, 10,                              \
     "comma-separated logger plugins, each given every metrics.csv row "        \
     "(default: none; tensorboard)")

@@ -80,3 +80,59 @@ int lk__launcher_check(lk_run *run, const lk_config *cfg) {
                  path ? path : "config", l.name, (long long)l.world, l.var,
                  getenv(l.var));
 }
+
+/* Slurm's tasks per node, "2(x3),1": the count of node NODE, or -1. */
+static int64_t slurm_tasks_on(const char *list, int64_t node) {
+  const char *p = list;
+  while (p && *p) {
+    char *end;
+    long long count = strtoll(p, &end, 10), times = 1;
+    if (end == p || count < 1)
+      return -1;
+    p = end;
+    if (*p == '(') {
+      if (p[1] != 'x')
+        return -1;
+      times = strtoll(p + 2, &end, 10);
+      if (end == p + 2 || times < 1 || *end != ')')
+        return -1;
+      p = end + 1;
+    }
+    if (node < times)
+      return count;
+    node -= times;
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return -1;
+  }
+  return -1;
+}
+
+int lk__launcher_local_ranks(const char **var) {
+  static const char *const vars[] = {
+      "OMPI_COMM_WORLD_LOCAL_SIZE", /* Open MPI's mpirun */
+      "MPI_LOCALNRANKS",            /* MPICH's Hydra, Intel MPI */
+  };
+  *var = NULL;
+  if (detect().world < 1)
+    return 1;
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    int64_t n = env_int(vars[i], 1, 1 << 24);
+    if (n >= 1) {
+      *var = vars[i];
+      return (int)n;
+    }
+  }
+  int64_t node = env_int("SLURM_NODEID", 0, 1 << 24);
+  const char *names[] = {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"};
+  for (size_t i = 0; i < 2 && node >= 0 && getenv("SLURM_STEP_ID"); i++) {
+    const char *list = getenv(names[i]);
+    int64_t n = list ? slurm_tasks_on(list, node) : -1;
+    if (n >= 1 && n <= (1 << 24)) {
+      *var = names[i];
+      return (int)n;
+    }
+  }
+  return 1;
+}

@@ -463,6 +463,32 @@ static int check_keepers(const lk_run *run) {
 /* ---- lk_run_new -----------------------------------------------------------
  */
 
+/* [loop] threads = 0: the CPUs this process may use, divided among the
+ * processes a launcher started on this node, each of which would
+ * otherwise take them all (two ranks on two cores ran four threads, each
+ * spinning for a core the other held). Under a launcher the count is
+ * said, and how it was found. */
+static void resolve_threads(lk_run *run) {
+  lk__env *env = &run->env;
+  env->threads = lk__threads_resolve(run->loop.threads);
+  if (run->loop.threads > 0)
+    return;
+  const char *var;
+  int cpus = env->threads, local = lk__launcher_local_ranks(&var);
+  if (local > 1)
+    env->threads = cpus / local > 1 ? cpus / local : 1;
+  if (var && local > 1)
+    lk__log(env, LK_LOG_INFO,
+            "threads: %d, the %d CPU%s this process may use shared by the "
+            "%d processes on this node (%s=%s); [loop] threads sets it",
+            env->threads, cpus, cpus == 1 ? "" : "s", local, var, getenv(var));
+  else if (var)
+    lk__log(env, LK_LOG_INFO,
+            "threads: %d, one per CPU this process may use, the only "
+            "process on this node (%s=%s); [loop] threads sets it",
+            env->threads, var, getenv(var));
+}
+
 /* The instances, created: options first, all of them (a bad value anywhere
  * is found before any plugin starts), then each in creation order. */
 static int create(lk_run *run, const lk_config *cfg) {
@@ -476,7 +502,7 @@ static int create(lk_run *run, const lk_config *cfg) {
     return rc;
   lk_rng_seed(&env->rng, (uint64_t)run->loop.seed, 0);
   env->seed = (uint64_t)run->loop.seed;
-  env->threads = lk__threads_resolve(run->loop.threads);
+  resolve_threads(run);
   env->src_cfg = cfg;
   env->prepare = lk__auto_options;
   rc = lk__registry_create_all(env, lk__optim_create);

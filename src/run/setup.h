@@ -12,6 +12,10 @@
 /* Under a launcher's K > 1 processes, refuses a config that names no
  * strategy; on its ranks but 0, logs only errors from now on. */
 int lk__launcher_check(lk_run *run, const lk_config *cfg);
+/* The processes a launcher started on this node (from its local-rank
+ * variables: Open MPI's, MPICH's and Intel MPI's, Slurm's), 1 without a
+ * launcher or when it does not say; *VAR names the variable that said. */
+int lk__launcher_local_ranks(const char **var);
 
 /* ---- optim.c: the optimizers and schedulers from the config ------------- */
 

@@ -61,6 +61,7 @@ mpi - DistributedDataParallel's role; no options
 simple - Lightning's SimpleProfiler
 trace - a profiler (Chrome trace events)
 tensorboard - torch.utils.tensorboard.SummaryWriter's options, not a constructor of torch.optim
+bf16-mixed - Lightning's Trainer(precision='bf16-mixed'), not a torch class; no options
 TABLE
 
 # PLUGIN ARGUMENT LOOPKIT-DEFAULT WHY: differences on purpose. "absent" for

@@ -239,5 +239,37 @@ if command -v taskset >/dev/null 2>&1; then
   taskset -c 0 "$LOOPKIT" train "$T/threads.ini" --out "$T/threads1" --quiet >/dev/null 2>&1
   check "threads = 0 under taskset -c 0: 1" grep -qx 'threads=1' "$T/threads.trace"
 fi
+# Under a launcher, threads = 0 is the CPUs divided among the processes on
+# this node (its local-rank variables), at least 1, and said at the start;
+# a count that is given is taken as it is.
+cpus=$(nproc)
+half=$((cpus / 2 > 1 ? cpus / 2 : 1))
+ompi() { env OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=0 "$@"; }
+: >"$T/threads.trace"
+ompi OMPI_COMM_WORLD_LOCAL_SIZE=2 "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-l2" \
+  --set plugins.strategy=single >"$T/thr.out" 2>&1
+check "threads = 0, 2 ranks of mpirun on this node: $cpus CPUs / 2 = $half" grep -qx "threads=$half" "$T/threads.trace"
+check "... said at the start, with the variable that told" \
+  grep -q "^threads: $half, the $cpus CPUs\{0,1\} this process may use shared by the 2 processes on this node (OMPI_COMM_WORLD_LOCAL_SIZE=2)" "$T/thr.out"
+: >"$T/threads.trace"
+ompi OMPI_COMM_WORLD_LOCAL_SIZE=$((cpus * 3)) "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-lm" \
+  --set plugins.strategy=single --quiet >/dev/null 2>&1
+check "more ranks than CPUs: 1 thread each" grep -qx "threads=1" "$T/threads.trace"
+: >"$T/threads.trace"
+ompi OMPI_COMM_WORLD_LOCAL_SIZE=2 "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-l3" \
+  --set plugins.strategy=single --set loop.threads=3 --quiet >/dev/null 2>&1
+check "threads = 3 under a launcher: 3, as given" grep -qx "threads=3" "$T/threads.trace"
+: >"$T/threads.trace"
+env PMI_SIZE=2 PMI_RANK=0 MPI_LOCALNRANKS=2 "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-mpich" \
+  --set plugins.strategy=single --quiet >/dev/null 2>&1
+check "MPICH's and Intel MPI's MPI_LOCALNRANKS: the same division" grep -qx "threads=$half" "$T/threads.trace"
+: >"$T/threads.trace"
+env SLURM_PROCID=0 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=4 SLURM_NODEID=1 \
+  SLURM_STEP_TASKS_PER_NODE='1,2(x2),1' "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-srun" \
+  --set plugins.strategy=single --quiet >/dev/null 2>&1
+check "srun: SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID (1,2(x2),1 on node 1: 2)" grep -qx "threads=$half" "$T/threads.trace"
+: >"$T/threads.trace"
+OMPI_COMM_WORLD_LOCAL_SIZE=2 "$LOOPKIT" train "$T/threads.ini" --out "$T/thr-nolaunch" --quiet >/dev/null 2>&1
+check "a local-rank variable without a launcher divides nothing" grep -qx "threads=$cpus" "$T/threads.trace"
 expect 2 'loop.threads = "-1": expected an integer >= 0' "threads = -1 is refused, naming the key" -- train "$T/threads.ini" --out "$T/threadsm" --set loop.threads=-1
 finish
