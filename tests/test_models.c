@@ -1,4 +1,4 @@
-/* The shared code of the model plugins (plugins/lib/model_common.h): the
+/* The shared code of the model plugins (plugins/lib/model_dense.h): the
  * matrix product in both its forms (the portable blocked loop, and the one
  * the plugins call, OpenBLAS when built with LK_HAVE_BLAS) against a plain
  * double-precision product, and the softmax cross-entropy against its
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../plugins/lib/model_common.h"
+#include "../plugins/lib/model_dense.h"
 #include "../src/plugin/env.h" /* a host handle outside a run, for evaluation_end */
 
 typedef void (*gemm_fn)(bool, bool, size_t, size_t, size_t, float,

@@ -3,7 +3,7 @@
  * [B, inputs] and y [B] (outputs = 1) or [B, outputs]; f32 is the batch
  * convention, f64 batches are accepted too and computed in f32. The problem
  * is convex: the parameters start at zero. */
-#include "model_common.h"
+#include "model_dense.h"
 
 /* buf[XF], [cap, inputs]: an f64 batch's x in f32; buf[R], [cap, outputs]:
  * prediction - y, kept for backward. */

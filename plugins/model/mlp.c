@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "model_common.h"
+#include "model_dense.h"
 
 typedef struct layer {
   size_t in, out;

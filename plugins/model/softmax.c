@@ -2,7 +2,7 @@
  * softmax cross-entropy against i32 labels; metrics loss and acc. The
  * problem is convex, so the parameters start at zero (the run is then the
  * same whatever the seed). */
-#include "model_common.h"
+#include "model_dense.h"
 
 /* outputs: the classes; buf[Z] and buf[D], [cap, classes]: the logits,
  * and dL/dlogits for backward. */
