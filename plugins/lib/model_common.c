@@ -1,6 +1,9 @@
 /* What the model plugins share besides their products (model_common.h). */
 #include "model_common.h"
 
+#include <errno.h>
+#include <unistd.h>
+
 double model_xent(const float *z, const int32_t *y, size_t n, size_t c,
                   float *d, size_t *correct) {
   double loss = 0;
@@ -166,6 +169,69 @@ int model_check_data(lk_host *host, const char *inputs_option, size_t inputs,
                    : s.y_dtype == 0 ? "no targets"
                                     : "another number of targets");
   return 0;
+}
+
+/* Little-endian f32 from bytes, whatever the host's order. */
+static float le_f32(const unsigned char *p) {
+  uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* The raw form of the init option into the N parameters P. */
+static int load_raw(lk_host *host, const char *path, lk_tensor *const *p,
+                    size_t n, const char *layout, int code) {
+  size_t want = 0;
+  for (size_t i = 0; i < n; i++) { /* the tensors exist: no wrap */
+    if (p[i]->dtype != LK_F32)
+      return lk_fail(host, LK_EINVAL, "init \"%s\": parameter %s is not f32",
+                     path, p[i]->name);
+    want += p[i]->numel * sizeof(float);
+  }
+  int fd;
+  int rc = lk_open_input(path, "init file", &fd);
+  if (rc != 0)
+    return rc;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return lk_fail(host, LK_EIO, "init \"%s\": cannot open: %s", path,
+                   strerror(errno));
+  }
+  unsigned char *buf = malloc(want + 1);
+  size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
+  int err = ferror(f);
+  fclose(f);
+  if (!buf)
+    return lk_fail(host, LK_ENOMEM, "out of memory");
+  if (err || got != want) {
+    free(buf);
+    return err ? lk_fail(host, LK_EIO, "init \"%s\": read error", path)
+               : lk_fail(host, code,
+                         "init \"%s\": expected %zu bytes (%s), the file has "
+                         "%s%zu",
+                         path, want, layout, got > want ? "more than " : "",
+                         got > want ? want : got);
+  }
+  const unsigned char *at = buf;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < p[i]->numel; k++, at += 4)
+      ((float *)p[i]->data)[k] = le_f32(at);
+  free(buf);
+  return 0;
+}
+
+int model_load_init(lk_host *host, const lk_options *o, const char *layout,
+                    int code, bool *loaded) {
+  const char *init = lk_opt_string(o, "init");
+  size_t len = strlen(init), ext = strlen(".safetensors"), n;
+  *loaded = init[0] != 0;
+  if (len > ext && strcmp(init + len - ext, ".safetensors") == 0)
+    return lk_host_load_params(host, init, NULL);
+  lk_tensor *const *p = lk_host_params(host, &n);
+  return init[0] ? load_raw(host, init, p, n, layout, code) : 0;
 }
 
 const char *model_shape(const lk_tensor *t, char *buf, size_t len) {

@@ -89,6 +89,16 @@ const char *model_sample_text(const lk_sample_shape *s, char *buf, size_t len);
 int model_check_data(lk_host *host, const char *inputs_option, size_t inputs,
                      size_t classes, size_t outputs);
 
+/* The init option, once the model has added its parameters (the run's
+ * only ones): a FILE.safetensors fills them by name (lk_host_load_params);
+ * any other path is a raw little-endian f32 file of every parameter in
+ * order, each laid out as torch's (what torch.cat([p.flatten() for p in
+ * model.parameters()]) writes with tofile). *LOADED is false when init is
+ * empty: the model then draws torch's init. A raw file of another size is
+ * error CODE, its message saying that the file holds LAYOUT. */
+int model_load_init(lk_host *host, const lk_options *o, const char *layout,
+                    int code, bool *loaded);
+
 /* ---- batch checks ----------------------------------------------------- */
 
 /* "f32 [32, 784]" */

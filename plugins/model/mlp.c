@@ -10,8 +10,6 @@
  * Speed: the activations of a batch size are allocated once (the buffers
  * only grow), every product is one sgemm (or sgemv for a batch of one), and
  * bias and activation are fused into one pass. */
-#include <errno.h>
-#include <unistd.h>
 
 #include "model_dense.h"
 
@@ -60,58 +58,6 @@ static int reserve(mlp *m, size_t n) {
   }
   m->d[0] = block;
   m->d[1] = block + n * m->max_width;
-  return 0;
-}
-
-/* Little-endian f32 from bytes, whatever the host's order. */
-static float le_f32(const unsigned char *p) {
-  uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-               (uint32_t)p[3] << 24;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static int load_init(mlp *m, const char *path) {
-  size_t want = 0;
-  for (size_t l = 0; l < m->n_layers; l++) /* the tensors exist: no wrap */
-    want += (m->layers[l].w->numel + m->layers[l].b->numel) * sizeof(float);
-  int fd;
-  int rc = lk_open_input(path, "init file", &fd);
-  if (rc != 0)
-    return rc;
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    close(fd);
-    return lk_fail(m->host, LK_EIO, "init \"%s\": cannot open: %s", path,
-                   strerror(errno));
-  }
-  unsigned char *buf = malloc(want + 1);
-  size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
-  int err = ferror(f);
-  fclose(f);
-  if (!buf)
-    return lk_fail(m->host, LK_ENOMEM, "out of memory");
-  if (err) {
-    free(buf);
-    return lk_fail(m->host, LK_EIO, "init \"%s\": read error", path);
-  }
-  if (got != want) {
-    free(buf);
-    return lk_fail(m->host, LK_EINVAL,
-                   "init \"%s\": expected %zu bytes (f32 weight then bias of "
-                   "each layer), the file has %s%zu",
-                   path, want, got > want ? "more than " : "",
-                   got > want ? want : got);
-  }
-  const unsigned char *p = buf;
-  for (size_t l = 0; l < m->n_layers; l++) {
-    lk_tensor *t[2] = {m->layers[l].w, m->layers[l].b};
-    for (int k = 0; k < 2; k++)
-      for (size_t i = 0; i < t[k]->numel; i++, p += 4)
-        ((float *)t[k]->data)[i] = le_f32(p);
-  }
-  free(buf);
   return 0;
 }
 
@@ -173,13 +119,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   }
   if (rc == 0)
     rc = model_scores_init(host, o, (size_t)sizes[n - 1], &m->scores);
-  const char *init = lk_opt_string(o, "init");
-  size_t len = strlen(init), ext = strlen(".safetensors");
-  if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
-    rc = lk_host_load_params(host, init, NULL);
-  else if (rc == 0 && init[0])
-    rc = load_init(m, init);
-  else if (rc == 0)
+  bool loaded = false;
+  if (rc == 0)
+    rc = model_load_init(host, o, "f32 weight then bias of each layer",
+                         LK_EINVAL, &loaded);
+  if (rc == 0 && !loaded)
     torch_init(m);
   if (rc != 0) {
     destroy(m);

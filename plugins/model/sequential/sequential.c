@@ -27,9 +27,7 @@
  * The same plugin is also the scheduler torch calls SequentialLR
  * (sequential_lr.c): an instance given schedulers and milestones instead
  * of layers, named apart from the model (scheduler = lrs:sequential). */
-#include <errno.h>
 #include <limits.h>
-#include <unistd.h>
 
 #include <loopkit/nn.h>
 
@@ -149,6 +147,88 @@ static bool numel(const int *d, int n, size_t *out) {
   return true;
 }
 
+/* A conv2d's output [out_channels, H', W'] from its input image (A in
+ * messages). */
+static int infer_conv2d(lk_host *host, size_t i, seq_layer *l, const char *a) {
+  const seq_spec *s = &l->s;
+  l->conv = (lk_nn_conv2d){.n = 1,
+                           .c = l->in[0],
+                           .h = l->in[1],
+                           .w = l->in[2],
+                           .oc = s->out,
+                           .kh = s->kh,
+                           .kw = s->kw,
+                           .stride_h = s->sh ? s->sh : 1,
+                           .stride_w = s->sw ? s->sw : 1,
+                           .pad_h = s->ph,
+                           .pad_w = s->pw};
+  int oh, ow;
+  if (l->conv.h + 2 * s->ph < s->kh || l->conv.w + 2 * s->pw < s->kw)
+    return SHAPE_FAIL(host, i, l,
+                      "input %s, kernel %d x %d with padding %d x %d: the "
+                      "kernel is larger than the padded image",
+                      a, s->kh, s->kw, s->ph, s->pw);
+  if (lk_nn_conv2d_size(&l->conv, &oh, &ow) != 0)
+    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
+  l->out[0] = s->out, l->out[1] = oh, l->out[2] = ow;
+  return 0;
+}
+
+/* A pool's output [C, H', W'], its window no larger than the padded image. */
+static int infer_pool2d(lk_host *host, size_t i, seq_layer *l, const char *a) {
+  const seq_spec *s = &l->s;
+  l->pool = (lk_nn_pool2d){.n = 1,
+                           .c = l->in[0],
+                           .h = l->in[1],
+                           .w = l->in[2],
+                           .kh = s->kh,
+                           .kw = s->kw,
+                           .stride_h = s->sh ? s->sh : s->kh,
+                           .stride_w = s->sw ? s->sw : s->kw,
+                           .pad_h = s->ph,
+                           .pad_w = s->pw};
+  if (2 * s->ph > s->kh || 2 * s->pw > s->kw)
+    return SHAPE_FAIL(host, i, l,
+                      "padding %d x %d for a window of %d x %d: at most "
+                      "half the window (as torch requires)",
+                      s->ph, s->pw, s->kh, s->kw);
+  if (l->pool.h + 2 * s->ph < s->kh || l->pool.w + 2 * s->pw < s->kw)
+    return SHAPE_FAIL(host, i, l,
+                      "input %s, window %d x %d with padding %d x %d: the "
+                      "window is larger than the padded image",
+                      a, s->kh, s->kw, s->ph, s->pw);
+  int oh, ow;
+  if (lk_nn_pool2d_size(&l->pool, &oh, &ow) != 0)
+    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
+  l->out[1] = oh, l->out[2] = ow;
+  return 0;
+}
+
+/* flatten's output: torch's start_dim and end_dim count the batch as 0. */
+static int infer_flatten(lk_host *host, size_t i, seq_layer *l, const char *a) {
+  const seq_spec *s = &l->s;
+  int nd = l->in_ndim + 1, st = s->start_dim, en = s->end_dim;
+  st = st < 0 ? st + nd : st;
+  en = en < 0 ? en + nd : en;
+  if (st < 0 || st >= nd || en < 0 || en >= nd)
+    return SHAPE_FAIL(host, i, l,
+                      "start_dim %d, end_dim %d for an input of %d "
+                      "dimensions with the batch (%s per sample)",
+                      s->start_dim, s->end_dim, nd, a);
+  if (st == 0)
+    return SHAPE_FAIL(host, i, l,
+                      "start_dim %d would merge the batch into the samples",
+                      s->start_dim);
+  if (en < st)
+    return SHAPE_FAIL(host, i, l, "end_dim %d is before start_dim %d",
+                      s->end_dim, s->start_dim);
+  /* the kit's shape function, on the sample's dimensions */
+  if (lk_nn_flatten(l->in, l->in_ndim, st - 1, en - 1, l->out, &l->out_ndim) !=
+      0)
+    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
+  return 0;
+}
+
 /* The output shape of layer I from its input shape (set in L->in). */
 static int infer(lk_host *host, size_t i, seq_layer *l) {
   const seq_spec *s = &l->s;
@@ -187,81 +267,12 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
     return SHAPE_FAIL(host, i, l, "%s = %d, but its input is %s", what, s->in,
                       a);
   }
+  int rc = 0;
   switch (s->kind) {
-  case SEQ_CONV2D: {
-    l->conv = (lk_nn_conv2d){.n = 1,
-                             .c = l->in[0],
-                             .h = l->in[1],
-                             .w = l->in[2],
-                             .oc = s->out,
-                             .kh = s->kh,
-                             .kw = s->kw,
-                             .stride_h = s->sh ? s->sh : 1,
-                             .stride_w = s->sw ? s->sw : 1,
-                             .pad_h = s->ph,
-                             .pad_w = s->pw};
-    int oh, ow;
-    if (l->conv.h + 2 * s->ph < s->kh || l->conv.w + 2 * s->pw < s->kw)
-      return SHAPE_FAIL(host, i, l,
-                        "input %s, kernel %d x %d with padding %d x %d: the "
-                        "kernel is larger than the padded image",
-                        a, s->kh, s->kw, s->ph, s->pw);
-    if (lk_nn_conv2d_size(&l->conv, &oh, &ow) != 0)
-      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-    l->out[0] = s->out, l->out[1] = oh, l->out[2] = ow;
-    break;
-  }
+  case SEQ_CONV2D: rc = infer_conv2d(host, i, l, a); break;
   case SEQ_MAXPOOL2D:
-  case SEQ_AVGPOOL2D: {
-    l->pool = (lk_nn_pool2d){.n = 1,
-                             .c = l->in[0],
-                             .h = l->in[1],
-                             .w = l->in[2],
-                             .kh = s->kh,
-                             .kw = s->kw,
-                             .stride_h = s->sh ? s->sh : s->kh,
-                             .stride_w = s->sw ? s->sw : s->kw,
-                             .pad_h = s->ph,
-                             .pad_w = s->pw};
-    if (2 * s->ph > s->kh || 2 * s->pw > s->kw)
-      return SHAPE_FAIL(host, i, l,
-                        "padding %d x %d for a window of %d x %d: at most "
-                        "half the window (as torch requires)",
-                        s->ph, s->pw, s->kh, s->kw);
-    if (l->pool.h + 2 * s->ph < s->kh || l->pool.w + 2 * s->pw < s->kw)
-      return SHAPE_FAIL(host, i, l,
-                        "input %s, window %d x %d with padding %d x %d: the "
-                        "window is larger than the padded image",
-                        a, s->kh, s->kw, s->ph, s->pw);
-    int oh, ow;
-    if (lk_nn_pool2d_size(&l->pool, &oh, &ow) != 0)
-      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-    l->out[1] = oh, l->out[2] = ow;
-    break;
-  }
-  case SEQ_FLATTEN: {
-    /* torch's dims count the batch as 0 */
-    int nd = l->in_ndim + 1, st = s->start_dim, en = s->end_dim;
-    st = st < 0 ? st + nd : st;
-    en = en < 0 ? en + nd : en;
-    if (st < 0 || st >= nd || en < 0 || en >= nd)
-      return SHAPE_FAIL(host, i, l,
-                        "start_dim %d, end_dim %d for an input of %d "
-                        "dimensions with the batch (%s per sample)",
-                        s->start_dim, s->end_dim, nd, a);
-    if (st == 0)
-      return SHAPE_FAIL(host, i, l,
-                        "start_dim %d would merge the batch into the samples",
-                        s->start_dim);
-    if (en < st)
-      return SHAPE_FAIL(host, i, l, "end_dim %d is before start_dim %d",
-                        s->end_dim, s->start_dim);
-    /* the kit's shape function, on the sample's dimensions */
-    if (lk_nn_flatten(l->in, l->in_ndim, st - 1, en - 1, l->out,
-                      &l->out_ndim) != 0)
-      return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-    break;
-  }
+  case SEQ_AVGPOOL2D: rc = infer_pool2d(host, i, l, a); break;
+  case SEQ_FLATTEN: rc = infer_flatten(host, i, l, a); break;
   case SEQ_LINEAR:
     l->out[l->in_ndim - 1] = s->out;
     /* fallthrough */
@@ -270,6 +281,8 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
     break;
   default: break;
   }
+  if (rc != 0)
+    return rc;
   if (!numel(l->out, l->out_ndim, &l->out_numel) ||
       l->out_numel > SEQ_MAX_NUMEL)
     return SHAPE_FAIL(host, i, l,
@@ -370,60 +383,6 @@ static void torch_init(seq *m) {
   }
 }
 
-static float le_f32(const unsigned char *p) {
-  uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-               (uint32_t)p[3] << 24;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* A raw little-endian f32 file of every parameter in order, each laid out
- * as torch's (what torch.cat([p.flatten() for p in model.parameters()])
- * writes with tofile). */
-static int load_init(seq *m, const char *path) {
-  size_t want = 0;
-  for (size_t i = 0; i < m->n_layers; i++) {
-    lk_tensor *t[2] = {m->layers[i].w, m->layers[i].b};
-    for (int j = 0; j < 2; j++)
-      want += t[j] ? t[j]->numel * 4 : 0;
-  }
-  int fd;
-  int rc = lk_open_input(path, "init file", &fd);
-  if (rc != 0)
-    return rc;
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    close(fd);
-    return lk_fail(m->host, LK_EIO, "init \"%s\": cannot open: %s", path,
-                   strerror(errno));
-  }
-  unsigned char *buf = malloc(want + 1);
-  size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
-  int err = ferror(f);
-  fclose(f);
-  if (!buf)
-    return lk_fail(m->host, LK_ENOMEM, "out of memory");
-  if (err || got != want) {
-    free(buf);
-    return err ? lk_fail(m->host, LK_EIO, "init \"%s\": read error", path)
-               : lk_fail(m->host, LK_ECONFIG,
-                         "init \"%s\": expected %zu bytes (every parameter "
-                         "in order, f32), the file has %s%zu",
-                         path, want, got > want ? "more than " : "",
-                         got > want ? want : got);
-  }
-  const unsigned char *p = buf;
-  for (size_t i = 0; i < m->n_layers; i++) {
-    lk_tensor *t[2] = {m->layers[i].w, m->layers[i].b};
-    for (int j = 0; j < 2; j++)
-      for (size_t k = 0; t[j] && k < t[j]->numel; k++, p += 4)
-        ((float *)t[j]->data)[k] = le_f32(p);
-  }
-  free(buf);
-  return 0;
-}
-
 /* The network for the data's samples: each layer's shape, then the
  * parameters. */
 static int build(seq *m, const lk_sample_shape *sh) {
@@ -514,13 +473,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   free(specs);
   if (rc == 0)
     rc = build(m, &sh);
-  const char *init = lk_opt_string(o, "init");
-  size_t len = strlen(init), ext = strlen(".safetensors");
-  if (rc == 0 && len > ext && strcmp(init + len - ext, ".safetensors") == 0)
-    rc = lk_host_load_params(host, init, NULL);
-  else if (rc == 0 && init[0])
-    rc = load_init(m, init);
-  else if (rc == 0)
+  bool loaded = false;
+  if (rc == 0)
+    rc = model_load_init(host, o, "every parameter in order, f32", LK_ECONFIG,
+                         &loaded);
+  if (rc == 0 && !loaded)
     torch_init(m);
   if (rc == 0 && lk_nn_create(&m->nn, lk_host_threads(host), 0) != 0)
     rc = lk_fail(host, LK_ENOMEM, "%s", lk_last_error());
