@@ -32,6 +32,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "data_common.h"
 #include "gz_read.h"
 
 #define MAX_BYTES ((size_t)1 << 30) /* 1 GiB of text, uncompressed */
@@ -232,15 +233,11 @@ static size_t val_position(const text *d, size_t i) {
 
 static int batch(void *self, lk_split split, size_t index, lk_batch *out) {
   text *d = self;
-  size_t nb = (unsigned)split <= LK_SPLIT_TEST ? batches(d, split) : 0;
-  if (index >= nb)
-    return lk_fail(d->host, LK_EINVAL,
-                   "batch %zu of the %s split does not exist (it has %zu)",
-                   index,
-                   split == LK_SPLIT_TRAIN ? "training"
-                   : split == LK_SPLIT_VAL ? "validation"
-                                           : "test",
-                   nb);
+  int rc = data_check_batch(d->host, split, index,
+                            (unsigned)split <= LK_SPLIT_TEST ? batches(d, split)
+                                                             : 0);
+  if (rc != 0)
+    return rc;
   size_t size = d->B, T = d->T;
   if (split == LK_SPLIT_VAL && (index + 1) * d->B > d->val_used)
     size = d->val_used - index * d->B;
@@ -256,22 +253,9 @@ static int batch(void *self, lk_split split, size_t index, lk_batch *out) {
       d->by[i * T + t] = p[t + 1];
     }
   }
-  out->split = split;
-  out->epoch = d->epoch[split];
-  out->index = index;
-  out->size = size;
-  out->x = (lk_tensor){.name = "x",
-                       .dtype = LK_I32,
-                       .ndim = 2,
-                       .shape = {size, T},
-                       .numel = size * T,
-                       .data = d->bx};
-  out->y = (lk_tensor){.name = "y",
-                       .dtype = LK_I32,
-                       .ndim = 2,
-                       .shape = {size, T},
-                       .numel = size * T,
-                       .data = d->by};
+  *out = data_batch_of(split, d->epoch[split], index,
+                       data_tensor("x", LK_I32, size, 1, &T, d->bx),
+                       data_tensor("y", LK_I32, size, 1, &T, d->by));
   return 0;
 }
 

@@ -54,7 +54,9 @@ int data_alloc(data_set *d, int k, size_t n) {
   return 0;
 }
 
-void data_permute(size_t *a, size_t n, uint64_t seed, uint64_t stream) {
+/* Fisher-Yates over A[0..n) from stream STREAM of the run's seed. The
+ * modulo's bias is below 2^-40 for any n a data set can have. */
+static void data_permute(size_t *a, size_t n, uint64_t seed, uint64_t stream) {
   lk_rng r;
   lk_rng_seed(&r, seed, stream);
   for (size_t i = n; i > 1; i--) {
@@ -134,6 +136,81 @@ size_t data_part(double fraction, size_t n) {
   return fraction > 0 && k == 0 ? 1 : k;
 }
 
+int data_splits(data_set *d, size_t n, size_t n_val, size_t n_test,
+                size_t file_val, size_t file_test) {
+  if (n_val >= n && !n_test)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "val_split = %g of %zu training samples leaves none "
+                   "for training",
+                   d->val_split, n);
+  if (n_test && n_val + n_test >= n)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "test_split = %g and val_split = %g of %zu samples (%zu "
+                   "and %zu) leave none for training",
+                   d->test_split, d->val_split, n, n_test, n_val);
+  d->test_held = n_test > 0;
+  d->n[LK_SPLIT_TRAIN] = n - n_val - n_test;
+  d->n[LK_SPLIT_VAL] = n_val + file_val;
+  d->n[LK_SPLIT_TEST] = n_test + file_test;
+  if (d->drop_last && d->n[LK_SPLIT_TRAIN] < d->batch_size)
+    return lk_fail(d->host, LK_ECONFIG,
+                   "drop_last with batch_size = %zu leaves no batch of the "
+                   "%zu training samples",
+                   d->batch_size, d->n[LK_SPLIT_TRAIN]);
+  return 0;
+}
+
+int data_rows(data_set *d, size_t n, size_t n_val, size_t n_test,
+              const bool from_file[3], size_t y_numel) {
+  for (int s = 0; s < 3; s++)
+    if (!(d->rows[s] = malloc((d->n[s] ? d->n[s] : 1) * sizeof(size_t))))
+      return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  /* A batch never holds more samples than the largest split, whatever
+   * batch_size says: sized by batch_size alone, a batch_size of 2^62 made
+   * the product overflow into a small buffer. */
+  size_t most = d->n[LK_SPLIT_TRAIN];
+  for (int s = 1; s < 3; s++)
+    most = d->n[s] > most ? d->n[s] : most;
+  size_t rows = d->batch_size < most ? d->batch_size : most, bytes;
+  size_t width = d->features > y_numel ? d->features : y_numel;
+  if (!lk_size_mul(rows, width, &bytes) ||
+      !lk_size_mul(bytes, sizeof(float), &bytes))
+    return lk_fail(d->host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
+                   width);
+  d->order = malloc(n * sizeof(size_t));
+  d->bx = malloc(rows * d->features * sizeof(float)); /* <= bytes */
+  d->by = malloc(rows * y_numel * 4);
+  unsigned char *held = calloc(n, 1);
+  if (!d->order || !d->bx || !d->by || !held) {
+    free(held);
+    return lk_fail(d->host, LK_ENOMEM, "out of memory");
+  }
+  /* The held-out samples: the first n_val of a fixed permutation for
+   * validation, its last n_test for the test (so that test_split leaves
+   * the validation samples as they were). Every part is then listed in
+   * file order, so that without shuffling the training split reads the
+   * file in order. */
+  for (size_t i = 0; i < n; i++)
+    d->order[i] = i;
+  if (n_val || n_test) {
+    data_permute(d->order, n, d->seed, DATA_STREAM_VAL);
+    for (size_t i = 0; i < n_val; i++)
+      held[d->order[i]] = LK_SPLIT_VAL;
+    for (size_t i = n - n_test; i < n; i++)
+      held[d->order[i]] = LK_SPLIT_TEST;
+  }
+  size_t at[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++)
+    d->rows[held[i]][at[held[i]]++] = i;
+  free(held);
+  for (int s = 1; s < 3; s++)
+    for (size_t i = 0; from_file[s] && i < d->n[s]; i++)
+      d->rows[s][i] = i;
+  memcpy(d->order, d->rows[LK_SPLIT_TRAIN],
+         d->n[LK_SPLIT_TRAIN] * sizeof(size_t));
+  return 0;
+}
+
 int data_setup(data_set *d, int norm) {
   data_file *tr = &d->file[0];
   if (d->limit && d->limit < tr->n)
@@ -148,70 +225,12 @@ int data_setup(data_set *d, int norm) {
                    d->test_split);
   size_t n_val = data_part(d->val_split, n);
   size_t n_test = data_part(d->test_split, n);
-  if (n_val >= n && !n_test)
-    return lk_fail(d->host, LK_ECONFIG,
-                   "val_split = %g of %zu training samples leaves none "
-                   "for training",
-                   d->val_split, n);
-  if (n_test && n_val + n_test >= n)
-    return lk_fail(d->host, LK_ECONFIG,
-                   "test_split = %g and val_split = %g of %zu samples (%zu "
-                   "and %zu) leave none for training",
-                   d->test_split, d->val_split, n, n_test, n_val);
-  d->test_held = n_test > 0;
-  d->n[LK_SPLIT_TRAIN] = n - n_val - n_test;
-  d->n[LK_SPLIT_VAL] = n_val;
-  d->n[LK_SPLIT_TEST] = n_test ? n_test : d->file[1].n;
-  if (d->drop_last && d->n[LK_SPLIT_TRAIN] < d->batch_size)
-    return lk_fail(d->host, LK_ECONFIG,
-                   "drop_last with batch_size = %zu leaves no batch of the "
-                   "%zu training samples",
-                   d->batch_size, d->n[LK_SPLIT_TRAIN]);
-  for (int s = 0; s < 3; s++)
-    if (!(d->rows[s] = malloc((d->n[s] ? d->n[s] : 1) * sizeof(size_t))))
-      return lk_fail(d->host, LK_ENOMEM, "out of memory");
-  /* A batch never holds more samples than the largest split, whatever
-   * batch_size says: sized by batch_size alone, a batch_size of 2^62 made
-   * the product overflow into a small buffer. */
-  size_t most = d->n[LK_SPLIT_TRAIN];
-  for (int s = 1; s < 3; s++)
-    most = d->n[s] > most ? d->n[s] : most;
-  size_t rows = d->batch_size < most ? d->batch_size : most, bytes;
-  if (!lk_size_mul(rows, d->features, &bytes) ||
-      !lk_size_mul(bytes, sizeof(float), &bytes))
-    return lk_fail(d->host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
-                   d->features);
-  d->order = malloc((n ? n : 1) * sizeof(size_t));
-  d->bx = malloc(bytes);
-  d->by = malloc(rows * 4);
-  if (!d->order || !d->bx || !d->by)
-    return lk_fail(d->host, LK_ENOMEM, "out of memory");
-
-  /* The held-out samples: the first n_val of a fixed permutation for
-   * validation, its last n_test for the test (so that test_split leaves
-   * the validation samples as they were). Every part is then listed in
-   * file order, so that without shuffling the training split reads the
-   * file in order. */
-  for (size_t i = 0; i < n; i++)
-    d->order[i] = i;
-  unsigned char *held = calloc(n ? n : 1, 1);
-  if (!held)
-    return lk_fail(d->host, LK_ENOMEM, "out of memory");
-  if (n_val || n_test) {
-    data_permute(d->order, n, d->seed, DATA_STREAM_VAL);
-    for (size_t i = 0; i < n_val; i++)
-      held[d->order[i]] = LK_SPLIT_VAL;
-    for (size_t i = n - n_test; i < n; i++)
-      held[d->order[i]] = LK_SPLIT_TEST;
-  }
-  size_t at[3] = {0, 0, 0};
-  for (size_t i = 0; i < n; i++)
-    d->rows[held[i]][at[held[i]]++] = i;
-  free(held);
-  for (size_t i = 0; !n_test && i < d->n[LK_SPLIT_TEST]; i++)
-    d->rows[LK_SPLIT_TEST][i] = i;
-  size_t t = at[LK_SPLIT_TRAIN];
-  memcpy(d->order, d->rows[LK_SPLIT_TRAIN], t * sizeof(size_t));
+  bool from_file[3] = {false, false, n_test == 0};
+  int rc = data_splits(d, n, n_val, n_test, 0, n_test ? 0 : d->file[1].n);
+  if (rc == 0)
+    rc = data_rows(d, n, n_val, n_test, from_file, 1);
+  if (rc != 0)
+    return rc;
   return norm == DATA_NORM_NONE ? 0 : data_normalize(d, norm);
 }
 
@@ -258,19 +277,50 @@ int data_epoch(void *self, lk_split split, uint64_t epoch, size_t *n_batches) {
   return 0;
 }
 
+int data_check_batch(lk_host *host, lk_split split, size_t index, size_t nb) {
+  if (index < nb)
+    return 0;
+  return lk_fail(host, LK_EINVAL,
+                 "batch %zu of the %s split does not exist (it has %zu)", index,
+                 split == LK_SPLIT_TRAIN ? "training"
+                 : split == LK_SPLIT_VAL ? "validation"
+                                         : "test",
+                 nb);
+}
+
+lk_tensor data_tensor(const char *name, lk_dtype dtype, size_t size,
+                      size_t ndim, const size_t *shape, void *data) {
+  lk_tensor t = {.name = name,
+                 .dtype = dtype,
+                 .ndim = 1 + ndim,
+                 .shape = {size},
+                 .numel = size,
+                 .data = data};
+  for (size_t i = 0; i < ndim; i++) {
+    t.shape[1 + i] = shape[i];
+    t.numel *= shape[i];
+  }
+  return t;
+}
+
+lk_batch data_batch_of(lk_split split, uint64_t epoch, size_t index,
+                       lk_tensor x, lk_tensor y) {
+  return (lk_batch){.split = split,
+                    .epoch = epoch,
+                    .index = index,
+                    .size = x.shape[0],
+                    .x = x,
+                    .y = y};
+}
+
 int data_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   data_set *d = self;
   if (!data_split_ok(d, split))
     return LK_EINVAL;
-  size_t nb = data_batches(d, split), f = d->features;
-  if (index >= nb)
-    return lk_fail(d->host, LK_EINVAL,
-                   "batch %zu of the %s split does not exist (it has %zu)",
-                   index,
-                   split == LK_SPLIT_TRAIN ? "training"
-                   : split == LK_SPLIT_VAL ? "validation"
-                                           : "test",
-                   nb);
+  size_t f = d->features;
+  int rc = data_check_batch(d->host, split, index, data_batches(d, split));
+  if (rc != 0)
+    return rc;
   const data_file *src =
       &d->file[split == LK_SPLIT_TEST && !d->test_held ? 1 : 0];
   const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
@@ -285,21 +335,8 @@ int data_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   else
     for (size_t i = 0; i < size; i++)
       ((float *)d->by)[i] = ((const float *)src->y)[rows[i]];
-  out->split = split;
-  out->epoch = d->epoch[split];
-  out->index = index;
-  out->size = size;
-  out->x = (lk_tensor){.name = "x",
-                       .dtype = LK_F32,
-                       .ndim = 2,
-                       .shape = {size, f},
-                       .numel = size * f,
-                       .data = d->bx};
-  out->y = (lk_tensor){.name = "y",
-                       .dtype = d->y_dtype,
-                       .ndim = 1,
-                       .shape = {size},
-                       .numel = size,
-                       .data = d->by};
+  *out = data_batch_of(split, d->epoch[split], index,
+                       data_tensor("x", LK_F32, size, 1, &f, d->bx),
+                       data_tensor("y", d->y_dtype, size, 0, NULL, d->by));
   return 0;
 }

@@ -90,10 +90,6 @@ int data_new(lk_host *host, const lk_options *o, data_set **out);
 /* Allocates room for N samples of file K (d->features and d->y_dtype set). */
 int data_alloc(data_set *d, int k, size_t n);
 
-/* Fisher-Yates over A[0..n) from stream STREAM of the run's seed. The
- * modulo's bias is below 2^-40 for any n a data set can have. */
-void data_permute(size_t *a, size_t n, uint64_t seed, uint64_t stream);
-
 /* FRACTION of N samples, at least one if any is asked for. */
 size_t data_part(double fraction, size_t n);
 
@@ -102,6 +98,21 @@ size_t data_part(double fraction, size_t n);
  * with NORM (a plugin that scaled while reading passes DATA_NORM_NONE),
  * makes the buffers. */
 int data_setup(data_set *d, int norm);
+
+/* The split sizes, from the training file's N rows of which N_VAL and
+ * N_TEST are held out, and the rows of separate validation and test files
+ * (FILE_VAL, FILE_TEST; 0: none). Refused when no training sample is
+ * left, or no training batch with drop_last. */
+int data_splits(data_set *d, size_t n, size_t n_val, size_t n_test,
+                size_t file_val, size_t file_test);
+
+/* The rows of each split once data_splits has sized them: the first N_VAL
+ * of a fixed permutation of the training file's N rows for validation, its
+ * last N_TEST for the test, the rest for training, each in file order; a
+ * split read from a file of its own (FROM_FILE) has all of that file's
+ * rows. Then the batch buffers, for Y_NUMEL values of y a sample. */
+int data_rows(data_set *d, size_t n, size_t n_val, size_t n_test,
+              const bool from_file[3], size_t y_numel);
 
 size_t data_batches(const data_set *d, lk_split split);
 
@@ -115,6 +126,20 @@ bool data_split_ok(const data_set *d, lk_split split);
 int data_shape(void *self, lk_sample_shape *out);
 
 int data_epoch(void *self, lk_split split, uint64_t epoch, size_t *n_batches);
+
+/* 0 when INDEX is one of the NB batches of SPLIT, else LK_EINVAL naming
+ * both. */
+int data_check_batch(lk_host *host, lk_split split, size_t index, size_t nb);
+
+/* A tensor NAME [SIZE, SHAPE...] (NDIM dimensions after the batch's) at
+ * DATA. */
+lk_tensor data_tensor(const char *name, lk_dtype dtype, size_t size,
+                      size_t ndim, const size_t *shape, void *data);
+
+/* Batch INDEX of SPLIT in EPOCH: X and Y, of as many samples as X's first
+ * dimension says. */
+lk_batch data_batch_of(lk_split split, uint64_t epoch, size_t index,
+                       lk_tensor x, lk_tensor y);
 
 int data_batch(void *self, lk_split split, size_t index, lk_batch *out);
 

@@ -780,28 +780,13 @@ static int npy_setup(npy_set *s) {
     n = d->limit;
   size_t n_val = vp->present ? 0 : data_part(d->val_split, n);
   size_t n_test = tp->present ? 0 : data_part(d->test_split, n);
-  if (n_val >= n && !n_test)
-    return lk_fail(host, LK_ECONFIG,
-                   "val_split = %g of %zu training samples leaves none for "
-                   "training",
-                   d->val_split, n);
-  if (n_test && n_val + n_test >= n)
-    return lk_fail(host, LK_ECONFIG,
-                   "test_split = %g and val_split = %g of %zu samples (%zu "
-                   "and %zu) leave none for training",
-                   d->test_split, d->val_split, n, n_test, n_val);
-  d->test_held = n_test > 0;
-  d->n[LK_SPLIT_TRAIN] = n - n_val - n_test;
-  d->n[LK_SPLIT_VAL] = vp->present ? vp->x.n : n_val;
-  d->n[LK_SPLIT_TEST] = tp->present ? tp->x.n : n_test;
   s->source[LK_SPLIT_TRAIN] = 0;
   s->source[LK_SPLIT_VAL] = vp->present ? 1 : 0;
   s->source[LK_SPLIT_TEST] = tp->present ? 2 : 0;
-  if (d->drop_last && d->n[LK_SPLIT_TRAIN] < d->batch_size)
-    return lk_fail(host, LK_ECONFIG,
-                   "drop_last with batch_size = %zu leaves no batch of the "
-                   "%zu training samples",
-                   d->batch_size, d->n[LK_SPLIT_TRAIN]);
+  rc = data_splits(d, n, n_val, n_test, vp->present ? vp->x.n : 0,
+                   tp->present ? tp->x.n : 0);
+  if (rc != 0)
+    return rc;
 
   /* Labels or targets: of the training rows in use and of the other
    * files, before anything trains. */
@@ -826,45 +811,9 @@ static int npy_setup(npy_set *s) {
   s->y_numel = s->labels ? 1 : y->sample;
   d->y_dtype = s->labels ? LK_I32 : LK_F32;
 
-  for (int k = 0; k < 3; k++)
-    if (!(d->rows[k] = malloc((d->n[k] ? d->n[k] : 1) * sizeof(size_t))))
-      return lk_fail(host, LK_ENOMEM, "out of memory");
-  size_t most = d->n[LK_SPLIT_TRAIN];
-  for (int k = 1; k < 3; k++)
-    most = d->n[k] > most ? d->n[k] : most;
-  size_t rows = d->batch_size < most ? d->batch_size : most;
-  size_t width = d->features > s->y_numel ? d->features : s->y_numel, bytes;
-  if (!lk_size_mul(rows, width, &bytes) ||
-      !lk_size_mul(bytes, sizeof(float), &bytes))
-    return lk_fail(host, LK_ENOMEM, "batches of %zu x %zu: too big", rows,
-                   width);
-  d->order = malloc(n * sizeof(size_t));
-  d->bx = malloc(rows * d->features * sizeof(float)); /* <= bytes */
-  d->by = malloc(rows * s->y_numel * 4);
-  unsigned char *held = calloc(n, 1);
-  if (!d->order || !d->bx || !d->by || !held) {
-    free(held);
-    return lk_fail(host, LK_ENOMEM, "out of memory");
-  }
-  for (size_t i = 0; i < n; i++)
-    d->order[i] = i;
-  if (n_val || n_test) { /* data_setup's held-out rows */
-    data_permute(d->order, n, d->seed, DATA_STREAM_VAL);
-    for (size_t i = 0; i < n_val; i++)
-      held[d->order[i]] = LK_SPLIT_VAL;
-    for (size_t i = n - n_test; i < n; i++)
-      held[d->order[i]] = LK_SPLIT_TEST;
-  }
-  size_t at[3] = {0, 0, 0};
-  for (size_t i = 0; i < n; i++)
-    d->rows[held[i]][at[held[i]]++] = i;
-  free(held);
-  for (int k = 1; k < 3; k++)
-    if (s->source[k] != 0)
-      for (size_t i = 0; i < d->n[k]; i++)
-        d->rows[k][i] = i;
-  memcpy(d->order, d->rows[LK_SPLIT_TRAIN],
-         d->n[LK_SPLIT_TRAIN] * sizeof(size_t));
+  bool from_file[3] = {false, vp->present, tp->present};
+  if ((rc = data_rows(d, n, n_val, n_test, from_file, s->y_numel)) != 0)
+    return rc;
   return s->norm == DATA_NORM_NONE ? 0 : npy_stats(s);
 }
 
@@ -888,25 +837,19 @@ static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   data_set *d = &s->d;
   if (!data_split_ok(d, split))
     return LK_EINVAL;
-  size_t nb = data_batches(d, split), f = d->features;
-  if (index >= nb)
-    return lk_fail(d->host, LK_EINVAL,
-                   "batch %zu of the %s split does not exist (it has %zu)",
-                   index,
-                   split == LK_SPLIT_TRAIN ? "training"
-                   : split == LK_SPLIT_VAL ? "validation"
-                                           : "test",
-                   nb);
+  size_t f = d->features;
+  int rc = data_check_batch(d->host, split, index, data_batches(d, split));
+  if (rc != 0)
+    return rc;
   const npy_pair *src = &s->pair[s->source[split]];
   const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
                        index * d->batch_size;
   size_t first = index * d->batch_size, left = d->n[split] - first;
   size_t size = left < d->batch_size ? left : d->batch_size;
-  for (size_t i = 0; i < size; i++) {
-    int rc = read_sample(s, &src->x, rows[i], d->bx + i * f, false);
-    if (rc != 0)
-      return rc;
-  }
+  for (size_t i = 0; rc == 0 && i < size; i++)
+    rc = read_sample(s, &src->x, rows[i], d->bx + i * f, false);
+  if (rc != 0)
+    return rc;
   const npy_array *y = &src->y;
   size_t w = s->y_numel;
   if (s->labels)
@@ -917,24 +860,10 @@ static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
       for (size_t j = 0; j < w; j++)
         ((float *)d->by)[i * w + j] =
             (float)value_at(y, (uint64_t)rows[i] * w + j);
-  out->split = split;
-  out->epoch = d->epoch[split];
-  out->index = index;
-  out->size = size;
-  out->x = (lk_tensor){.name = "x",
-                       .dtype = LK_F32,
-                       .ndim = 2,
-                       .shape = {size, f},
-                       .numel = size * f,
-                       .data = d->bx};
-  out->y = (lk_tensor){.name = "y",
-                       .dtype = d->y_dtype,
-                       .ndim = 1 + s->y_ndim,
-                       .shape = {size},
-                       .numel = size * w,
-                       .data = d->by};
-  for (size_t i = 0; i < s->y_ndim; i++)
-    out->y.shape[1 + i] = s->y_shape[i];
+  *out = data_batch_of(
+      split, d->epoch[split], index,
+      data_tensor("x", LK_F32, size, 1, &f, d->bx),
+      data_tensor("y", d->y_dtype, size, s->y_ndim, s->y_shape, d->by));
   return 0;
 }
 

@@ -411,10 +411,12 @@ static int zip64_extra(const unsigned char *x, size_t xlen, uint64_t *usize,
   return 0;
 }
 
-int npz_parse(const unsigned char *buf, size_t len, npz_member **out,
-              size_t *n_out, char *why, size_t why_len) {
-  *out = NULL;
-  *n_out = 0;
+/* Where the central directory of the zip archive BUF [LEN] lies, and how
+ * many members it lists: from the end of central directory record, or the
+ * zip64 record it points to. */
+static int find_directory(const unsigned char *buf, size_t len,
+                          uint64_t *count_out, uint64_t *size_out,
+                          uint64_t *off_out, char *why, size_t why_len) {
   size_t end;
   if (!find_end(buf, len, &end))
     return why_set(why, why_len,
@@ -450,85 +452,88 @@ int npz_parse(const unsigned char *buf, size_t len, npz_member **out,
     return why_set(why, why_len,
                    "the central directory claims %llu members in %llu bytes",
                    (unsigned long long)count, (unsigned long long)cd_size);
+  *count_out = count;
+  *size_out = cd_size;
+  *off_out = cd_off;
+  return 0;
+}
+
+/* Central directory entry I at *AT (the directory ends at CD_END, and
+ * starts at CD_OFF of BUF, after the members) into M[I], checked against
+ * the entries before it; *AT moves past it. */
+static int parse_entry(const unsigned char *buf, uint64_t cd_off,
+                       const unsigned char **at, const unsigned char *cd_end,
+                       npz_member *m, size_t i, char *why, size_t why_len) {
+  npz_member *e = &m[i];
+  const unsigned char *p = *at;
+  if (cd_end - p < 46 || le32(p) != ZIP_CENTRAL)
+    return why_set(why, why_len,
+                   "central directory entry %zu is damaged (no signature)", i);
+  uint32_t flags = le16(p + 8), nlen = le16(p + 28), xlen = le16(p + 30),
+           clen = le16(p + 32);
+  e->method = (int)le16(p + 10);
+  e->crc = le32(p + 16);
+  e->csize = le32(p + 20);
+  e->usize = le32(p + 24);
+  uint64_t local = le32(p + 42);
+  if ((size_t)(cd_end - p) - 46 < (size_t)nlen + xlen + clen)
+    return why_set(why, why_len,
+                   "central directory entry %zu runs past the directory", i);
+  e->name = (const char *)p + 46;
+  e->name_len = nlen;
+  char name[80];
+  snprintf(name, sizeof name, "'%.*s'", nlen > 64 ? 64 : (int)nlen, e->name);
+  for (size_t k = 0; k < nlen; k++)
+    if (e->name[k] == '\0')
+      return why_set(why, why_len, "member %zu: its name holds a NUL byte", i);
+  int rc = zip64_extra(p + 46 + nlen, xlen, &e->usize, &e->csize, &local, name,
+                       why, why_len);
+  if (rc != 0)
+    return rc;
+  *at = p + 46 + (size_t)nlen + xlen + clen;
+  if (flags & 1)
+    return why_set(why, why_len, "member %s is encrypted", name);
+  if (e->method != 0 && e->method != 8)
+    return why_set(why, why_len,
+                   "member %s: compression method %d is not supported (0: "
+                   "stored, np.savez; 8: deflated, np.savez_compressed)",
+                   name, e->method);
+  if (e->method == 0 && e->csize != e->usize)
+    return why_set(why, why_len,
+                   "member %s is stored, but its sizes differ (%llu and %llu)",
+                   name, (unsigned long long)e->csize,
+                   (unsigned long long)e->usize);
+  if (local > cd_off || cd_off - local < 30 || le32(buf + local) != ZIP_LOCAL)
+    return why_set(why, why_len, "member %s: no local header at offset %llu",
+                   name, (unsigned long long)local);
+  uint64_t data = local + 30 + le16(buf + local + 26) + le16(buf + local + 28);
+  if (data > cd_off || e->csize > cd_off - data)
+    return why_set(why, why_len,
+                   "member %s: its %llu bytes at offset %llu run past the "
+                   "members into the central directory",
+                   name, (unsigned long long)e->csize,
+                   (unsigned long long)data);
+  e->offset = data;
+  for (size_t k = 0; k < i; k++)
+    if (m[k].name_len == nlen && memcmp(m[k].name, e->name, nlen) == 0)
+      return why_set(why, why_len, "member %s appears twice", name);
+  return 0;
+}
+
+int npz_parse(const unsigned char *buf, size_t len, npz_member **out,
+              size_t *n_out, char *why, size_t why_len) {
+  *out = NULL;
+  *n_out = 0;
+  uint64_t count = 0, cd_size = 0, cd_off = 0;
+  int rc = find_directory(buf, len, &count, &cd_size, &cd_off, why, why_len);
+  if (rc != 0)
+    return rc;
   npz_member *m = calloc(count ? (size_t)count : 1, sizeof *m);
   if (!m)
     return -2;
   const unsigned char *p = buf + cd_off, *cd_end = p + cd_size;
-  int rc = 0;
-  size_t i = 0;
-  for (; rc == 0 && i < count; i++) {
-    npz_member *e = &m[i];
-    if (cd_end - p < 46 || le32(p) != ZIP_CENTRAL) {
-      rc = why_set(why, why_len,
-                   "central directory entry %zu is damaged (no signature)", i);
-      break;
-    }
-    uint32_t flags = le16(p + 8), nlen = le16(p + 28), xlen = le16(p + 30),
-             clen = le16(p + 32);
-    e->method = (int)le16(p + 10);
-    e->crc = le32(p + 16);
-    e->csize = le32(p + 20);
-    e->usize = le32(p + 24);
-    uint64_t local = le32(p + 42);
-    if ((size_t)(cd_end - p) - 46 < (size_t)nlen + xlen + clen) {
-      rc = why_set(why, why_len,
-                   "central directory entry %zu runs past the directory", i);
-      break;
-    }
-    e->name = (const char *)p + 46;
-    e->name_len = nlen;
-    char name[80];
-    snprintf(name, sizeof name, "'%.*s'", nlen > 64 ? 64 : (int)nlen, e->name);
-    for (size_t k = 0; k < nlen; k++)
-      if (e->name[k] == '\0')
-        rc = why_set(why, why_len, "member %zu: its name holds a NUL byte", i);
-    if (rc == 0)
-      rc = zip64_extra(p + 46 + nlen, xlen, &e->usize, &e->csize, &local, name,
-                       why, why_len);
-    if (rc != 0)
-      break;
-    p += 46 + (size_t)nlen + xlen + clen;
-    if (flags & 1) {
-      rc = why_set(why, why_len, "member %s is encrypted", name);
-      break;
-    }
-    if (e->method != 0 && e->method != 8) {
-      rc = why_set(why, why_len,
-                   "member %s: compression method %d is not supported (0: "
-                   "stored, np.savez; 8: deflated, np.savez_compressed)",
-                   name, e->method);
-      break;
-    }
-    if (e->method == 0 && e->csize != e->usize) {
-      rc = why_set(why, why_len,
-                   "member %s is stored, but its sizes differ (%llu and %llu)",
-                   name, (unsigned long long)e->csize,
-                   (unsigned long long)e->usize);
-      break;
-    }
-    if (local > cd_off || cd_off - local < 30 ||
-        le32(buf + local) != ZIP_LOCAL) {
-      rc = why_set(why, why_len, "member %s: no local header at offset %llu",
-                   name, (unsigned long long)local);
-      break;
-    }
-    uint64_t data =
-        local + 30 + le16(buf + local + 26) + le16(buf + local + 28);
-    if (data > cd_off || e->csize > cd_off - data) {
-      rc =
-          why_set(why, why_len,
-                  "member %s: its %llu bytes at offset %llu run past the "
-                  "members into the central directory",
-                  name, (unsigned long long)e->csize, (unsigned long long)data);
-      break;
-    }
-    e->offset = data;
-    for (size_t k = 0; k < i; k++)
-      if (m[k].name_len == nlen && memcmp(m[k].name, e->name, nlen) == 0) {
-        rc = why_set(why, why_len, "member %s appears twice", name);
-        break;
-      }
-  }
+  for (size_t i = 0; rc == 0 && i < count; i++)
+    rc = parse_entry(buf, cd_off, &p, cd_end, m, i, why, why_len);
   if (rc != 0) {
     free(m);
     return rc;
