@@ -11,6 +11,7 @@
  * continues the count. */
 #include <stdint.h>
 
+#include "bundled.h"
 #include "monitor.h"
 
 typedef struct early_stopping {
@@ -162,16 +163,9 @@ static const lk_callback_ops callback_ops = {
     .on_train_end = on_train_end,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "early_stopping",
-    .version = "1.0",
-    .summary = "stops training when a monitored metric stops improving, as "
-               "Lightning's EarlyStopping",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .callback = &callback_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "early_stopping",
+        .summary = "stops training when a monitored metric stops improving, as "
+                   "Lightning's EarlyStopping",
+        .options = options, .create = create, .destroy = destroy,
+        .callback = &callback_ops, .check_state = check_state);

@@ -19,6 +19,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 enum { FLAG_INITIALIZED, FLAG_SWAPPED, N_FLAGS };
 
 typedef struct ema {
@@ -191,16 +193,9 @@ static const lk_callback_ops callback_ops = {
     .on_validation_start = on_validation_start,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "ema",
-    .version = "1.0",
-    .summary = "exponential moving average of the weights, used for "
-               "validation and applied at the end",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .callback = &callback_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "ema",
+        .summary = "exponential moving average of the weights, used for "
+                   "validation and applied at the end",
+        .options = options, .create = create, .destroy = destroy,
+        .callback = &callback_ops, .check_state = check_state);

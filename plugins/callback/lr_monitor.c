@@ -15,6 +15,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 typedef struct lr_monitor {
   lk_host *host;
   bool per_epoch;
@@ -83,15 +85,9 @@ static const lk_callback_ops callback_ops = {
     .on_train_batch_end = on_train_batch_end,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "lr_monitor",
-    .version = "1.0",
-    .summary = "logs the learning rate to metrics.csv, as Lightning's "
-               "LearningRateMonitor",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .callback = &callback_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "lr_monitor",
+        .summary = "logs the learning rate to metrics.csv, as Lightning's "
+                   "LearningRateMonitor",
+        .options = options, .create = create, .destroy = destroy,
+        .callback = &callback_ops);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "bundled.h"
 #include "data_common.h"
 
 typedef struct reader {
@@ -362,14 +363,9 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "csv",
-    .version = "1.0",
-    .summary = "numeric CSV files: features and a label column",
-    .options = options,
-    .create = create,
-    .destroy = data_destroy,
-    .data = &data_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "csv",
+                       .summary =
+                           "numeric CSV files: features and a label column",
+                       .options = options, .create = create,
+                       .destroy = data_destroy, .data = &data_ops);

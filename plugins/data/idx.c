@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "bundled.h"
 #include "data_common.h"
 #include "gz_read.h"
 
@@ -265,14 +266,8 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "idx",
-    .version = "1.0",
-    .summary = "MNIST-layout IDX image files (Fashion-MNIST), gzip or not",
-    .options = options,
-    .create = create,
-    .destroy = data_destroy,
-    .data = &data_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "idx",
+        .summary = "MNIST-layout IDX image files (Fashion-MNIST), gzip or not",
+        .options = options, .create = create, .destroy = data_destroy,
+        .data = &data_ops);

@@ -32,6 +32,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "bundled.h"
 #include "data_common.h"
 #include "gz_read.h"
 
@@ -289,15 +290,9 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = epoch, .batch = batch, .shape = shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "text",
-    .version = "1.0",
-    .summary = "a text file (gzip or not) as byte tokens, in windows for a "
-               "language model",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .data = &data_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "text",
+        .summary = "a text file (gzip or not) as byte tokens, in windows for a "
+                   "language model",
+        .options = options, .create = create, .destroy = destroy,
+        .data = &data_ops);

@@ -239,7 +239,9 @@ size_t data_batches(const data_set *d, lk_split split) {
   return split == LK_SPLIT_TRAIN && d->drop_last ? n / bs : (n + bs - 1) / bs;
 }
 
-bool data_split_ok(const data_set *d, lk_split split) {
+/* Whether SPLIT is one of the three (the caller returns LK_EINVAL if not:
+ * spelled out so that compilers see the bound). */
+static bool data_split_ok(const data_set *d, lk_split split) {
   if ((unsigned)split <= LK_SPLIT_TEST)
     return true;
   lk_fail(d->host, LK_EINVAL, "no split number %d", (int)split);
@@ -313,20 +315,28 @@ lk_batch data_batch_of(lk_split split, uint64_t epoch, size_t index,
                     .y = y};
 }
 
-int data_batch(void *self, lk_split split, size_t index, lk_batch *out) {
-  data_set *d = self;
+int data_batch_rows(const data_set *d, lk_split split, size_t index,
+                    const size_t **rows, size_t *size) {
   if (!data_split_ok(d, split))
     return LK_EINVAL;
-  size_t f = d->features;
   int rc = data_check_batch(d->host, split, index, data_batches(d, split));
+  if (rc != 0)
+    return rc;
+  size_t first = index * d->batch_size, left = d->n[split] - first;
+  *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) + first;
+  *size = left < d->batch_size ? left : d->batch_size;
+  return 0;
+}
+
+int data_batch(void *self, lk_split split, size_t index, lk_batch *out) {
+  data_set *d = self;
+  const size_t *rows;
+  size_t size, f = d->features;
+  int rc = data_batch_rows(d, split, index, &rows, &size);
   if (rc != 0)
     return rc;
   const data_file *src =
       &d->file[split == LK_SPLIT_TEST && !d->test_held ? 1 : 0];
-  const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
-                       index * d->batch_size;
-  size_t first = index * d->batch_size, left = d->n[split] - first;
-  size_t size = left < d->batch_size ? left : d->batch_size;
   for (size_t i = 0; i < size; i++)
     memcpy(d->bx + i * f, src->x + rows[i] * f, f * sizeof(float));
   if (d->y_dtype == LK_I32)

@@ -116,10 +116,6 @@ int data_rows(data_set *d, size_t n, size_t n_val, size_t n_test,
 
 size_t data_batches(const data_set *d, lk_split split);
 
-/* Whether SPLIT is one of the three (the caller returns LK_EINVAL if not:
- * spelled out so that compilers see the bound). */
-bool data_split_ok(const data_set *d, lk_split split);
-
 /* What a sample looks like (lk_data_ops.shape): the reader's shape of x
  * (features, or an image's channel, height and width), and for labels the
  * number of classes the files hold (the largest label plus one). */
@@ -130,6 +126,12 @@ int data_epoch(void *self, lk_split split, uint64_t epoch, size_t *n_batches);
 /* 0 when INDEX is one of the NB batches of SPLIT, else LK_EINVAL naming
  * both. */
 int data_check_batch(lk_host *host, lk_split split, size_t index, size_t nb);
+
+/* The rows of batch INDEX of SPLIT, in the order they are handed out, and
+ * how many (the last batch may be short); LK_EINVAL for a split or a batch
+ * that does not exist. */
+int data_batch_rows(const data_set *d, lk_split split, size_t index,
+                    const size_t **rows, size_t *size);
 
 /* A tensor NAME [SIZE, SHAPE...] (NDIM dimensions after the batch's) at
  * DATA. */

@@ -4,16 +4,22 @@
 #include <errno.h>
 #include <unistd.h>
 
+/* The first of the largest of Z [C]. */
+static size_t argmax(const float *z, size_t c) {
+  size_t arg = 0;
+  for (size_t j = 1; j < c; j++)
+    if (z[j] > z[arg])
+      arg = j;
+  return arg;
+}
+
 double model_xent(const float *z, const int32_t *y, size_t n, size_t c,
                   float *d, size_t *correct) {
   double loss = 0;
   size_t hits = 0;
   for (size_t i = 0; i < n; i++) {
     const float *zi = z + i * c;
-    size_t arg = 0;
-    for (size_t j = 1; j < c; j++)
-      if (zi[j] > zi[arg])
-        arg = j;
+    size_t arg = argmax(zi, c);
     float mx = zi[arg];
     double sum = 0;
     for (size_t j = 0; j < c; j++)
@@ -79,10 +85,7 @@ void model_scores_batch(model_scores *s, const float *logits, const lk_batch *b,
     lk_result_metric(out, s->top_name, (double)hits / (double)n);
   for (size_t i = 0; s->f1 && evaluating && i < n; i++) {
     const float *zi = logits + i * c;
-    size_t arg = 0;
-    for (size_t j = 1; j < c; j++)
-      if (zi[j] > zi[arg])
-        arg = j;
+    size_t arg = argmax(zi, c);
     if (arg == (size_t)y[i])
       s->counts[arg] += 1; /* TP */
     else {
@@ -122,16 +125,22 @@ static void model_dims(const size_t *shape, size_t ndim, size_t numel,
                      shape[i], i + 1 == ndim ? ")" : "");
 }
 
-const char *model_sample_text(const lk_sample_shape *s, char *buf, size_t len) {
-  const char *dt = lk_dtype_name(s->x_dtype);
+/* "f32 [1, 28, 28]": DTYPE and SHAPE [NDIM] into BUF [LEN]. */
+static const char *shape_text(lk_dtype dtype, const size_t *shape, size_t ndim,
+                              char *buf, size_t len) {
+  const char *dt = lk_dtype_name(dtype);
   int used = snprintf(buf, len, "%s [", dt ? dt : "?");
   for (size_t i = 0;
-       i < s->x_ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
+       i < ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
     used += snprintf(buf + used, len - (size_t)used, "%s%zu", i ? ", " : "",
-                     s->x_shape[i]);
+                     shape[i]);
   if (used > 0 && (size_t)used < len)
     snprintf(buf + used, len - (size_t)used, "]");
   return buf;
+}
+
+const char *model_sample_text(const lk_sample_shape *s, char *buf, size_t len) {
+  return shape_text(s->x_dtype, s->x_shape, s->x_ndim, buf, len);
 }
 
 int model_check_data(lk_host *host, const char *inputs_option, size_t inputs,
@@ -235,15 +244,7 @@ int model_load_init(lk_host *host, const lk_options *o, const char *layout,
 }
 
 const char *model_shape(const lk_tensor *t, char *buf, size_t len) {
-  const char *dt = lk_dtype_name(t->dtype);
-  int used = snprintf(buf, len, "%s [", dt ? dt : "?");
-  for (size_t i = 0;
-       i < t->ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
-    used += snprintf(buf + used, len - (size_t)used, "%s%zu", i ? ", " : "",
-                     t->shape[i]);
-  if (used > 0 && (size_t)used < len)
-    snprintf(buf + used, len - (size_t)used, "]");
-  return buf;
+  return shape_text(t->dtype, t->shape, t->ndim, buf, len);
 }
 
 int model_check_x(lk_host *host, const lk_batch *b, size_t inputs) {

@@ -76,6 +76,30 @@ void model_scores_batch(model_scores *s, const float *logits, const lk_batch *b,
  * the counts start again for the next split. */
 int model_scores_end(model_scores *s, lk_host *host, lk_step_result *out);
 
+/* The step entries of a classifier whose instance, of TYPE, has host and
+ * scores, whose step is FORWARD(self, batch, out, training) and whose
+ * predict_step is its own: training_step and validation_step differ only
+ * in what the forward pass keeps for backward, and evaluation_end gives
+ * the scores. Defines them and step_ops. */
+#define MODEL_CLASSIFIER_STEPS(type, forward)                                  \
+  static int training_step(void *self, const lk_batch *b,                      \
+                           lk_step_result *out) {                              \
+    return forward(self, b, out, true);                                        \
+  }                                                                            \
+  static int validation_step(void *self, const lk_batch *b,                    \
+                             lk_step_result *out) {                            \
+    return forward(self, b, out, false);                                       \
+  }                                                                            \
+  static int evaluation_end(void *self, lk_split split,                        \
+                            const lk_step_result *mean, lk_step_result *out) { \
+    type *m = self;                                                            \
+    return model_scores_end(&m->scores, m->host, out);                         \
+  }                                                                            \
+  static const lk_step_ops step_ops = {.training_step = training_step,         \
+                                       .validation_step = validation_step,     \
+                                       .predict_step = predict_step,           \
+                                       .evaluation_end = evaluation_end}
+
 /* ---- the data, at create --------------------------------------------- */
 
 /* "f32 [1, 28, 28]": the input of one sample as the data plugin declares

@@ -112,7 +112,8 @@ void model_blas_threads(void) {
 #endif
 }
 
-/* ReLU and its derivative as a mask, four floats at a time: a compare and
+/* ReLU (a sum masked by itself) and its derivative (a delta masked by the
+ * activation) as one mask, four floats at a time: a compare and
  * an and, where the scalar `v > 0 ? v : 0` compiles (gcc -O2) to a branch
  * that the ~50% of active units mispredict half the time: 4 ns an element,
  * 10% of a 256-sample step. The same values bit for bit (+0 where not
@@ -123,23 +124,8 @@ void model_blas_threads(void) {
 typedef float model_v4f __attribute__((vector_size(16)));
 typedef int32_t model_v4i __attribute__((vector_size(16)));
 
-/* Z[0..m) = max(Z + B, 0) for the whole 4-float blocks; returns where the
- * scalar tail starts. memcpy: the rows need not be aligned. */
-static size_t model_relu4(float *z, const float *b, size_t m) {
-  size_t j = 0;
-  for (; j + 4 <= m; j += 4) {
-    model_v4f v, w;
-    memcpy(&v, z + j, sizeof v);
-    memcpy(&w, b + j, sizeof w);
-    v += w;
-    model_v4i k = (model_v4i)v & (v > 0);
-    memcpy(z + j, &k, sizeof k);
-  }
-  return j;
-}
-
 /* D[i] = A[i] > 0 ? D[i] : 0 for the whole 4-float blocks. */
-static size_t model_relu_grad4(float *d, const float *a, size_t n) {
+static size_t model_mask4(float *d, const float *a, size_t n) {
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     model_v4f dv, av;
@@ -158,14 +144,14 @@ void model_bias_act(float *z, const float *bias, size_t n, size_t m,
     float *zi = z + i * m;
     switch (act) {
     case MODEL_RELU: {
+      for (size_t j = 0; j < m; j++)
+        zi[j] += bias[j];
       size_t j = 0;
 #ifdef MODEL_VEC
-      j = model_relu4(zi, bias, m);
+      j = model_mask4(zi, zi, m); /* the sum masked by itself */
 #endif
-      for (; j < m; j++) {
-        float v = zi[j] + bias[j];
-        zi[j] = v > 0 ? v : 0;
-      }
+      for (; j < m; j++)
+        zi[j] = zi[j] > 0 ? zi[j] : 0;
       break;
     }
     case MODEL_TANH:
@@ -183,7 +169,7 @@ void model_act_grad(float *d, const float *a, size_t count, model_act act) {
   if (act == MODEL_RELU) {
     size_t i = 0;
 #ifdef MODEL_VEC
-    i = model_relu_grad4(d, a, count);
+    i = model_mask4(d, a, count);
 #endif
     for (; i < count; i++)
       d[i] = a[i] > 0 ? d[i] : 0;

@@ -42,6 +42,9 @@
 #include <loopkit/loopkit.h>
 #include <loopkit/nn.h>
 
+#include "bundled.h"
+#include "model_common.h"
+
 /* One block's parameters, in nanoGPT's order; the biases are NULL without
  * bias. */
 typedef struct block {
@@ -380,19 +383,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 
 /* ---- batches ------------------------------------------------------------ */
 
-/* "i32 [12, 64]" */
-static const char *shape_of(const lk_tensor *t, char *buf, size_t len) {
-  const char *dt = lk_dtype_name(t->dtype);
-  int used = snprintf(buf, len, "%s [", dt ? dt : "?");
-  for (size_t i = 0;
-       i < t->ndim && i < LK_MAX_DIMS && used > 0 && (size_t)used < len; i++)
-    used += snprintf(buf + used, len - (size_t)used, "%s%zu", i ? ", " : "",
-                     t->shape[i]);
-  if (used > 0 && (size_t)used < len)
-    snprintf(buf + used, len - (size_t)used, "]");
-  return buf;
-}
-
 /* Tokens T of [B, T] (NAME) in [0, V). */
 static int check_tokens(gpt *m, const char *name, const lk_tensor *t) {
   const int32_t *v = t->data;
@@ -418,13 +408,13 @@ static int take_batch(gpt *m, const lk_batch *b, bool targets) {
                    "x: expected i32 [B, T] tokens with 1 <= T <= block_size "
                    "= %d, got %s (is [plugins] data = text?)",
                    m->maxT,
-                   x->data ? shape_of(x, got, sizeof got) : "no batch");
+                   x->data ? model_shape(x, got, sizeof got) : "no batch");
   if (targets && (!y->data || y->dtype != LK_I32 || y->ndim != 2 ||
                   y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1]))
     return lk_fail(m->host, LK_EINVAL,
                    "y: expected the next tokens, %s like x, got %s",
-                   shape_of(x, want, sizeof want),
-                   y->data ? shape_of(y, got, sizeof got) : "none");
+                   model_shape(x, want, sizeof want),
+                   y->data ? model_shape(y, got, sizeof got) : "none");
   int rc = check_tokens(m, "x", x);
   if (rc == 0 && targets)
     rc = check_tokens(m, "y", y);
@@ -741,16 +731,9 @@ static const lk_step_ops step_ops = {.training_step = training_step,
                                      .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "gpt",
-    .version = "1.0",
-    .summary = "nanoGPT's GPT-2 language model (tied head, pre-LayerNorm, "
-               "causal attention), written with the layer kit",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "gpt",
+        .summary = "nanoGPT's GPT-2 language model (tied head, pre-LayerNorm, "
+                   "causal attention), written with the layer kit",
+        .options = options, .create = create, .destroy = destroy,
+        .step = &step_ops, .backward = &backward_ops);

@@ -3,6 +3,7 @@
  * [B, inputs] and y [B] (outputs = 1) or [B, outputs]; f32 is the batch
  * convention, f64 batches are accepted too and computed in f32. The problem
  * is convex: the parameters start at zero. */
+#include "bundled.h"
 #include "model_dense.h"
 
 /* buf[XF], [cap, inputs]: an f64 batch's x in f32; buf[R], [cap, outputs]:
@@ -143,15 +144,9 @@ static const lk_step_ops step_ops = {.training_step = training_step,
                                      .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "linear",
-    .version = "1.0",
-    .summary = "linear regression, mean squared error",
-    .options = options,
-    .create = create,
-    .destroy = model_single_destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "linear",
+                       .summary = "linear regression, mean squared error",
+                       .options = options, .create = create,
+                       .destroy = model_single_destroy, .step = &step_ops,
+                       .backward = &backward_ops);

@@ -7,6 +7,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 typedef struct lstsq {
   size_t m, n;
   lk_tensor *x, *b;
@@ -119,15 +121,8 @@ static const lk_option options[] = {
 static const lk_step_ops step_ops = {.training_step = training_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "lstsq",
-    .version = "1.0",
-    .summary = "least squares: mean((A x + b - y)^2), A and y fixed",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "lstsq",
+        .summary = "least squares: mean((A x + b - y)^2), A and y fixed",
+        .options = options, .create = create, .destroy = destroy,
+        .step = &step_ops, .backward = &backward_ops);

@@ -11,6 +11,7 @@
  * only grow), every product is one sgemm (or sgemv for a batch of one), and
  * bias and activation are fused into one pass. */
 
+#include "bundled.h"
 #include "model_dense.h"
 
 typedef struct layer {
@@ -180,21 +181,7 @@ static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
   return rc;
 }
 
-static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, true);
-}
-
-static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, false);
-}
-
-static int evaluation_end(void *self, lk_split split,
-                          const lk_step_result *mean, lk_step_result *out) {
-  mlp *m = self;
-  (void)split;
-  (void)mean;
-  return model_scores_end(&m->scores, m->host, out);
-}
+MODEL_CLASSIFIER_STEPS(mlp, forward);
 
 /* From dL/dlogits (kept by the training step, per sample) back through the
  * layers; the input layer's dL/dx is never needed. */
@@ -236,21 +223,10 @@ static const lk_option options[] = {
     MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step,
-                                     .predict_step = predict_step,
-                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "mlp",
-    .version = "1.0",
-    .summary = "multilayer perceptron classifier, softmax cross-entropy",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "mlp",
+        .summary = "multilayer perceptron classifier, softmax cross-entropy",
+        .options = options, .create = create, .destroy = destroy,
+        .step = &step_ops, .backward = &backward_ops);

@@ -12,6 +12,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 typedef struct rosenbrock {
   lk_tensor *x;
 } rosenbrock;
@@ -132,16 +134,10 @@ static const lk_option options[] = {
 static const lk_step_ops step_ops = {.training_step = training_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "rosenbrock",
-    .version = "1.0",
-    .summary = "the Rosenbrock function in n dimensions (step and backward, "
-               "no data)",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "rosenbrock",
+        .summary =
+            "the Rosenbrock function in n dimensions (step and backward, "
+            "no data)",
+        .options = options, .create = create, .destroy = destroy,
+        .step = &step_ops, .backward = &backward_ops);

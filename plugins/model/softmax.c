@@ -2,6 +2,7 @@
  * softmax cross-entropy against i32 labels; metrics loss and acc. The
  * problem is convex, so the parameters start at zero (the run is then the
  * same whatever the seed). */
+#include "bundled.h"
 #include "model_dense.h"
 
 /* outputs: the classes; buf[Z] and buf[D], [cap, classes]: the logits,
@@ -57,21 +58,7 @@ static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
   return rc;
 }
 
-static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, true);
-}
-
-static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, false);
-}
-
-static int evaluation_end(void *self, lk_split split,
-                          const lk_step_result *mean, lk_step_result *out) {
-  softmax *m = self;
-  (void)split;
-  (void)mean;
-  return model_scores_end(&m->scores, m->host, out);
-}
+MODEL_CLASSIFIER_STEPS(softmax, forward);
 
 static int backward(void *self, const lk_batch *b, double scale) {
   softmax *m = self;
@@ -89,21 +76,10 @@ static const lk_option options[] = {
     MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step,
-                                     .predict_step = predict_step,
-                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "softmax",
-    .version = "1.0",
-    .summary = "multinomial logistic regression, softmax cross-entropy",
-    .options = options,
-    .create = create,
-    .destroy = model_single_destroy,
-    .step = &step_ops,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "softmax",
+        .summary = "multinomial logistic regression, softmax cross-entropy",
+        .options = options, .create = create, .destroy = model_single_destroy,
+        .step = &step_ops, .backward = &backward_ops);

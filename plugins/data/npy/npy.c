@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "bundled.h"
 #include "data_common.h"
 #include "npy_format.h"
 
@@ -835,17 +836,12 @@ static void set_normalize(npy_set *s, const char *norm) {
 static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   npy_set *s = self;
   data_set *d = &s->d;
-  if (!data_split_ok(d, split))
-    return LK_EINVAL;
-  size_t f = d->features;
-  int rc = data_check_batch(d->host, split, index, data_batches(d, split));
+  const size_t *rows;
+  size_t size, f = d->features;
+  int rc = data_batch_rows(d, split, index, &rows, &size);
   if (rc != 0)
     return rc;
   const npy_pair *src = &s->pair[s->source[split]];
-  const size_t *rows = (split == LK_SPLIT_TRAIN ? d->order : d->rows[split]) +
-                       index * d->batch_size;
-  size_t first = index * d->batch_size, left = d->n[split] - first;
-  size_t size = left < d->batch_size ? left : d->batch_size;
   for (size_t i = 0; rc == 0 && i < size; i++)
     rc = read_sample(s, &src->x, rows[i], d->bx + i * f, false);
   if (rc != 0)
@@ -993,14 +989,8 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = npy_batch, .shape = npy_shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "npy",
-    .version = "1.0",
-    .summary = "numpy arrays: .npy files or an .npz archive, memory-mapped",
-    .options = options,
-    .create = create,
-    .destroy = npy_destroy,
-    .data = &data_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "npy",
+        .summary = "numpy arrays: .npy files or an .npz archive, memory-mapped",
+        .options = options, .create = create, .destroy = npy_destroy,
+        .data = &data_ops);

@@ -31,6 +31,7 @@
 
 #include <loopkit/nn.h>
 
+#include "bundled.h"
 #include "model_common.h"
 #include "sequential_lr.h"
 #include "sequential_spec.h"
@@ -147,60 +148,50 @@ static bool numel(const int *d, int n, size_t *out) {
   return true;
 }
 
-/* A conv2d's output [out_channels, H', W'] from its input image (A in
- * messages). */
-static int infer_conv2d(lk_host *host, size_t i, seq_layer *l, const char *a) {
+/* A conv2d's output [out_channels, H', W'] or a pool's [C, H', W'] from
+ * its input image (A in messages): the two share their geometry, but for
+ * the stride, which a pool's window gives by default. */
+static int infer_window(lk_host *host, size_t i, seq_layer *l, const char *a) {
   const seq_spec *s = &l->s;
-  l->conv = (lk_nn_conv2d){.n = 1,
-                           .c = l->in[0],
-                           .h = l->in[1],
-                           .w = l->in[2],
-                           .oc = s->out,
-                           .kh = s->kh,
-                           .kw = s->kw,
-                           .stride_h = s->sh ? s->sh : 1,
-                           .stride_w = s->sw ? s->sw : 1,
-                           .pad_h = s->ph,
-                           .pad_w = s->pw};
-  int oh, ow;
-  if (l->conv.h + 2 * s->ph < s->kh || l->conv.w + 2 * s->pw < s->kw)
-    return SHAPE_FAIL(host, i, l,
-                      "input %s, kernel %d x %d with padding %d x %d: the "
-                      "kernel is larger than the padded image",
-                      a, s->kh, s->kw, s->ph, s->pw);
-  if (lk_nn_conv2d_size(&l->conv, &oh, &ow) != 0)
-    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-  l->out[0] = s->out, l->out[1] = oh, l->out[2] = ow;
-  return 0;
-}
-
-/* A pool's output [C, H', W'], its window no larger than the padded image. */
-static int infer_pool2d(lk_host *host, size_t i, seq_layer *l, const char *a) {
-  const seq_spec *s = &l->s;
-  l->pool = (lk_nn_pool2d){.n = 1,
-                           .c = l->in[0],
-                           .h = l->in[1],
-                           .w = l->in[2],
-                           .kh = s->kh,
-                           .kw = s->kw,
-                           .stride_h = s->sh ? s->sh : s->kh,
-                           .stride_w = s->sw ? s->sw : s->kw,
-                           .pad_h = s->ph,
-                           .pad_w = s->pw};
-  if (2 * s->ph > s->kh || 2 * s->pw > s->kw)
+  bool conv = s->kind == SEQ_CONV2D;
+  const char *what = conv ? "kernel" : "window";
+  lk_nn_pool2d g = {.n = 1,
+                    .c = l->in[0],
+                    .h = l->in[1],
+                    .w = l->in[2],
+                    .kh = s->kh,
+                    .kw = s->kw,
+                    .stride_h = s->sh  ? s->sh
+                                : conv ? 1
+                                       : s->kh,
+                    .stride_w = s->sw  ? s->sw
+                                : conv ? 1
+                                       : s->kw,
+                    .pad_h = s->ph,
+                    .pad_w = s->pw};
+  if (!conv && (2 * s->ph > s->kh || 2 * s->pw > s->kw))
     return SHAPE_FAIL(host, i, l,
                       "padding %d x %d for a window of %d x %d: at most "
                       "half the window (as torch requires)",
                       s->ph, s->pw, s->kh, s->kw);
-  if (l->pool.h + 2 * s->ph < s->kh || l->pool.w + 2 * s->pw < s->kw)
+  if (g.h + 2 * s->ph < s->kh || g.w + 2 * s->pw < s->kw)
     return SHAPE_FAIL(host, i, l,
-                      "input %s, window %d x %d with padding %d x %d: the "
-                      "window is larger than the padded image",
-                      a, s->kh, s->kw, s->ph, s->pw);
-  int oh, ow;
-  if (lk_nn_pool2d_size(&l->pool, &oh, &ow) != 0)
+                      "input %s, %s %d x %d with padding %d x %d: the %s is "
+                      "larger than the padded image",
+                      a, what, s->kh, s->kw, s->ph, s->pw, what);
+  int oh, ow, rc;
+  if (conv) { /* lk_nn_conv2d's fields in order: the pool's and oc */
+    l->conv =
+        (lk_nn_conv2d){g.n,  g.c,        g.h,        g.w,     s->out, g.kh,
+                       g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w};
+    rc = lk_nn_conv2d_size(&l->conv, &oh, &ow);
+  } else {
+    l->pool = g;
+    rc = lk_nn_pool2d_size(&l->pool, &oh, &ow);
+  }
+  if (rc != 0)
     return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-  l->out[1] = oh, l->out[2] = ow;
+  l->out[0] = conv ? s->out : g.c, l->out[1] = oh, l->out[2] = ow;
   return 0;
 }
 
@@ -269,9 +260,9 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
   }
   int rc = 0;
   switch (s->kind) {
-  case SEQ_CONV2D: rc = infer_conv2d(host, i, l, a); break;
+  case SEQ_CONV2D:
   case SEQ_MAXPOOL2D:
-  case SEQ_AVGPOOL2D: rc = infer_pool2d(host, i, l, a); break;
+  case SEQ_AVGPOOL2D: rc = infer_window(host, i, l, a); break;
   case SEQ_FLATTEN: rc = infer_flatten(host, i, l, a); break;
   case SEQ_LINEAR:
     l->out[l->in_ndim - 1] = s->out;
@@ -716,21 +707,7 @@ static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
   return rc;
 }
 
-static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, true);
-}
-
-static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
-  return forward(self, b, out, false);
-}
-
-static int evaluation_end(void *self, lk_split split,
-                          const lk_step_result *mean, lk_step_result *out) {
-  seq *m = self;
-  (void)split;
-  (void)mean;
-  return model_scores_end(&m->scores, m->host, out);
-}
+MODEL_CLASSIFIER_STEPS(seq, forward);
 
 /* From the logits the training step left back through every layer; the
  * first layer's input gradient is never needed. */
@@ -816,25 +793,14 @@ static const lk_option options[] = {
     MODEL_SCORE_OPTIONS,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_step_ops step_ops = {.training_step = training_step,
-                                     .validation_step = validation_step,
-                                     .predict_step = predict_step,
-                                     .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "sequential",
-    .version = "1.0",
-    .summary = "a network of layers described in the config (conv2d, pools, "
-               "norms, activations, dropout, linear), softmax cross-entropy; "
-               "or schedulers one after the other, as torch's SequentialLR",
-    .options = options,
-    .create = create_either,
-    .destroy = destroy_either,
-    .step = &step_ops,
-    .backward = &backward_ops,
-    .scheduler = &seqlr_scheduler_ops,
-    .check_state = check_state_either,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "sequential",
+        .summary =
+            "a network of layers described in the config (conv2d, pools, "
+            "norms, activations, dropout, linear), softmax cross-entropy; "
+            "or schedulers one after the other, as torch's SequentialLR",
+        .options = options, .create = create_either, .destroy = destroy_either,
+        .step = &step_ops, .backward = &backward_ops,
+        .scheduler = &seqlr_scheduler_ops, .check_state = check_state_either);

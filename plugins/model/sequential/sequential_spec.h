@@ -157,16 +157,23 @@ static inline const char *seq_item_end(const char *p, const char *end,
   return p;
 }
 
-/* A whole number in [lo, hi] from [P, END), all of it. */
-static inline bool seq_int(const char *p, const char *end, long lo, long hi,
-                           int *out) {
-  char buf[32];
+/* [P, END) as a string in BUF [LEN]: false when empty or too long. */
+static inline bool seq_token(const char *p, const char *end, char *buf,
+                             size_t len) {
   size_t n = (size_t)(end - p);
-  if (n == 0 || n >= sizeof buf)
+  if (n == 0 || n >= len)
     return false;
   memcpy(buf, p, n);
   buf[n] = '\0';
-  char *stop;
+  return true;
+}
+
+/* A whole number in [lo, hi] from [P, END), all of it. */
+static inline bool seq_int(const char *p, const char *end, long lo, long hi,
+                           int *out) {
+  char buf[32], *stop;
+  if (!seq_token(p, end, buf, sizeof buf))
+    return false;
   long v = strtol(buf, &stop, 10);
   if (*stop || v < lo || v > hi)
     return false;
@@ -175,13 +182,9 @@ static inline bool seq_int(const char *p, const char *end, long lo, long hi,
 }
 
 static inline bool seq_real(const char *p, const char *end, double *out) {
-  char buf[64];
-  size_t n = (size_t)(end - p);
-  if (n == 0 || n >= sizeof buf)
+  char buf[64], *stop;
+  if (!seq_token(p, end, buf, sizeof buf))
     return false;
-  memcpy(buf, p, n);
-  buf[n] = '\0';
-  char *stop;
   double v = strtod(buf, &stop);
   if (*stop || !isfinite(v))
     return false;
