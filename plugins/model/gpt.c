@@ -212,23 +212,15 @@ static int add(gpt *m, const char *name, size_t d0, size_t d1,
   return lk_host_add_param(m->host, name, LK_F32, d1 ? 2 : 1, shape, out);
 }
 
-/* PREFIX.weight [out, in] and, with bias, PREFIX.bias [out]. */
-static int add_linear(gpt *m, const char *prefix, size_t in, size_t out,
-                      lk_tensor **w, lk_tensor **b) {
-  char name[96];
-  snprintf(name, sizeof name, "%s.weight", prefix);
+/* PREFIX.PART.weight [out, in] and, with bias, PREFIX.PART.bias [out]; a
+ * layernorm's (IN 0) are [C]. */
+static int add_part(gpt *m, const char *prefix, const char *part, size_t in,
+                    size_t out, lk_tensor **w, lk_tensor **b) {
+  char name[128];
+  snprintf(name, sizeof name, "%s.%s.weight", prefix, part);
   int rc = add(m, name, out, in, w);
-  snprintf(name, sizeof name, "%s.bias", prefix);
+  snprintf(name, sizeof name, "%s.%s.bias", prefix, part);
   return rc || !m->bias ? rc : add(m, name, out, 0, b);
-}
-
-static int add_layernorm(gpt *m, const char *prefix, lk_tensor **w,
-                         lk_tensor **b) {
-  char name[96];
-  snprintf(name, sizeof name, "%s.weight", prefix);
-  int rc = add(m, name, (size_t)m->C, 0, w);
-  snprintf(name, sizeof name, "%s.bias", prefix);
-  return rc || !m->bias ? rc : add(m, name, (size_t)m->C, 0, b);
 }
 
 static int add_params(gpt *m) {
@@ -238,28 +230,22 @@ static int add_params(gpt *m) {
     rc = add(m, "transformer.wpe.weight", (size_t)m->maxT, C, &m->wpe);
   for (int l = 0; l < m->L && rc == 0; l++) {
     block *k = &m->blocks[l];
-    char p[64], q[96];
+    char p[64];
     snprintf(p, sizeof p, "transformer.h.%d", l);
-    snprintf(q, sizeof q, "%s.ln_1", p);
-    rc = add_layernorm(m, q, &k->ln1w, &k->ln1b);
-    snprintf(q, sizeof q, "%s.attn.c_attn", p);
+    rc = add_part(m, p, "ln_1", 0, C, &k->ln1w, &k->ln1b);
     if (rc == 0)
-      rc = add_linear(m, q, C, 3 * C, &k->qkvw, &k->qkvb);
-    snprintf(q, sizeof q, "%s.attn.c_proj", p);
+      rc = add_part(m, p, "attn.c_attn", C, 3 * C, &k->qkvw, &k->qkvb);
     if (rc == 0)
-      rc = add_linear(m, q, C, C, &k->attprojw, &k->attprojb);
-    snprintf(q, sizeof q, "%s.ln_2", p);
+      rc = add_part(m, p, "attn.c_proj", C, C, &k->attprojw, &k->attprojb);
     if (rc == 0)
-      rc = add_layernorm(m, q, &k->ln2w, &k->ln2b);
-    snprintf(q, sizeof q, "%s.mlp.c_fc", p);
+      rc = add_part(m, p, "ln_2", 0, C, &k->ln2w, &k->ln2b);
     if (rc == 0)
-      rc = add_linear(m, q, C, 4 * C, &k->fcw, &k->fcb);
-    snprintf(q, sizeof q, "%s.mlp.c_proj", p);
+      rc = add_part(m, p, "mlp.c_fc", C, 4 * C, &k->fcw, &k->fcb);
     if (rc == 0)
-      rc = add_linear(m, q, 4 * C, C, &k->fcprojw, &k->fcprojb);
+      rc = add_part(m, p, "mlp.c_proj", 4 * C, C, &k->fcprojw, &k->fcprojb);
   }
   if (rc == 0)
-    rc = add_layernorm(m, "transformer.ln_f", &m->lnfw, &m->lnfb);
+    rc = add_part(m, "transformer", "ln_f", 0, C, &m->lnfw, &m->lnfb);
   return rc;
 }
 

@@ -51,65 +51,43 @@ static void destroy(void *self) {
   free(self);
 }
 
-/* The loss in each precision; the sum is sequential. */
-static double loss_f64(const double *x, size_t n) {
-  double f = 0;
-  for (size_t i = 0; i + 1 < n; i++) {
-    double d = x[i + 1] - x[i] * x[i], e = 1 - x[i];
-    f += 100.0 * (d * d) + e * e;
+/* The loss and grad += scale * df/dx in precision T, each computed in its
+ * own (the sum is sequential). For term i, autograd gives x[i+1] the
+ * gradient gd = 100*(2d) and x[i] the gradient (-gd)*(2x[i]) + -(2e); x[i]
+ * then adds the part it got as x[i+1] of the previous term (CARRY). */
+#define ROSENBROCK(T)                                                          \
+  static T loss_##T(const T *x, size_t n) {                                    \
+    T f = 0;                                                                   \
+    for (size_t i = 0; i + 1 < n; i++) {                                       \
+      T d = x[i + 1] - x[i] * x[i], e = 1 - x[i];                              \
+      f += (T)100 * (d * d) + e * e;                                           \
+    }                                                                          \
+    return f;                                                                  \
+  }                                                                            \
+  static void grad_##T(const T *x, T *g, size_t n, double scale) {             \
+    T carry = 0, s = (T)scale;                                                 \
+    for (size_t i = 0; i < n; i++) {                                           \
+      if (i + 1 < n) {                                                         \
+        T d = x[i + 1] - x[i] * x[i], e = 1 - x[i];                            \
+        T gd = (T)100 * (2 * d);                                               \
+        T own = -gd * (2 * x[i]) + -(2 * e);                                   \
+        g[i] += s * (own + carry);                                             \
+        carry = gd;                                                            \
+      } else {                                                                 \
+        g[i] += s * carry;                                                     \
+      }                                                                        \
+    }                                                                          \
   }
-  return f;
-}
-
-static float loss_f32(const float *x, size_t n) {
-  float f = 0;
-  for (size_t i = 0; i + 1 < n; i++) {
-    float d = x[i + 1] - x[i] * x[i], e = 1 - x[i];
-    f += 100.0f * (d * d) + e * e;
-  }
-  return f;
-}
-
-/* grad += scale * df/dx. For term i, autograd gives x[i+1] the gradient
- * gd = 100*(2d) and x[i] the gradient (-gd)*(2x[i]) + -(2e); x[i] then adds
- * the part it got as x[i+1] of the previous term. */
-static void grad_f64(const double *x, double *g, size_t n, double scale) {
-  double carry = 0; /* what x[i] got as the second element of term i-1 */
-  for (size_t i = 0; i < n; i++) {
-    if (i + 1 < n) {
-      double d = x[i + 1] - x[i] * x[i], e = 1 - x[i];
-      double gd = 100.0 * (2 * d);
-      double own = -gd * (2 * x[i]) + -(2 * e);
-      g[i] += scale * (own + carry);
-      carry = gd;
-    } else {
-      g[i] += scale * carry;
-    }
-  }
-}
-
-static void grad_f32(const float *x, float *g, size_t n, double scale) {
-  float carry = 0, s = (float)scale;
-  for (size_t i = 0; i < n; i++) {
-    if (i + 1 < n) {
-      float d = x[i + 1] - x[i] * x[i], e = 1 - x[i];
-      float gd = 100.0f * (2 * d);
-      float own = -gd * (2 * x[i]) + -(2 * e);
-      g[i] += s * (own + carry);
-      carry = gd;
-    } else {
-      g[i] += s * carry;
-    }
-  }
-}
+ROSENBROCK(double)
+ROSENBROCK(float)
 
 static int training_step(void *self, const lk_batch *batch,
                          lk_step_result *out) {
   const lk_tensor *x = ((rosenbrock *)self)->x;
   (void)batch; /* the problem has no data */
   out->has_loss = true;
-  out->loss = x->dtype == LK_F64 ? loss_f64(x->data, x->numel)
-                                 : (double)loss_f32(x->data, x->numel);
+  out->loss = x->dtype == LK_F64 ? loss_double(x->data, x->numel)
+                                 : (double)loss_float(x->data, x->numel);
   return 0;
 }
 
@@ -117,9 +95,9 @@ static int backward(void *self, const lk_batch *batch, double scale) {
   lk_tensor *x = ((rosenbrock *)self)->x;
   (void)batch;
   if (x->dtype == LK_F64)
-    grad_f64(x->data, x->grad, x->numel, scale);
+    grad_double(x->data, x->grad, x->numel, scale);
   else
-    grad_f32(x->data, x->grad, x->numel, scale);
+    grad_float(x->data, x->grad, x->numel, scale);
   return 0;
 }
 

@@ -293,20 +293,14 @@ static int add_params(seq *m, size_t i, seq_layer *l) {
   int rc = 0;
   size_t c = (size_t)l->in[0];
   switch (s->kind) {
-  case SEQ_CONV2D:
-    shape[0] = (size_t)s->out, shape[1] = c;
+  case SEQ_CONV2D: /* weight [out, in, kh, kw]; linear's [out, in] */
+  case SEQ_LINEAR:
+    shape[0] = (size_t)s->out;
+    shape[1] = s->kind == SEQ_LINEAR ? (size_t)l->in[l->in_ndim - 1] : c;
     shape[2] = (size_t)s->kh, shape[3] = (size_t)s->kw;
     snprintf(name, sizeof name, "%zu.weight", i);
-    rc = lk_host_add_param(host, name, LK_F32, 4, shape, &l->w);
-    if (rc == 0 && s->bias) {
-      snprintf(name, sizeof name, "%zu.bias", i);
-      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
-    }
-    return rc;
-  case SEQ_LINEAR:
-    shape[0] = (size_t)s->out, shape[1] = (size_t)l->in[l->in_ndim - 1];
-    snprintf(name, sizeof name, "%zu.weight", i);
-    rc = lk_host_add_param(host, name, LK_F32, 2, shape, &l->w);
+    rc = lk_host_add_param(host, name, LK_F32, s->kind == SEQ_LINEAR ? 2 : 4,
+                           shape, &l->w);
     if (rc == 0 && s->bias) {
       snprintf(name, sizeof name, "%zu.bias", i);
       rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
