@@ -93,6 +93,8 @@ int model_scores_end(model_scores *s, lk_host *host, lk_step_result *out);
   static int evaluation_end(void *self, lk_split split,                        \
                             const lk_step_result *mean, lk_step_result *out) { \
     type *m = self;                                                            \
+    (void)split;                                                               \
+    (void)mean;                                                                \
     return model_scores_end(&m->scores, m->host, out);                         \
   }                                                                            \
   static const lk_step_ops step_ops = {.training_step = training_step,         \
