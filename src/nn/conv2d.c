@@ -362,7 +362,16 @@ static void finish_task(void *ctx, int task, int thread) {
   if (task < b->sum_parts) {
     size_t total = (size_t)g->OC * g->K;
     nn__range(total, b->sum_parts, task, &lo, &hi);
-    for (size_t e = lo; e < hi; e++) {
+    size_t e = lo;
+    /* a vector of elements at a time, each summed in group order as the
+     * one-at-a-time loop after does (it was 2.8% of a CNN step) */
+    for (; e + NN_W <= hi; e += NN_W) {
+      nn_vf s = nn_load(b->partials + e);
+      for (int k = 1; k < g->groups; k++)
+        s += nn_load(b->partials + (size_t)k * total + e);
+      nn_store(b->dweight + e, nn_load(b->dweight + e) + s);
+    }
+    for (; e < hi; e++) {
       float s = b->partials[e];
       for (int k = 1; k < g->groups; k++)
         s += b->partials[(size_t)k * total + e];
