@@ -32,8 +32,9 @@
  * it obeys first. Unset (or SKYLAKEX), the sgemm ran at about 200 GFLOP/s
  * on one core instead of 100. The program says so when it applies.
  *
- *   bench/nn_layers [--quick] [--portable]
- *     --quick: shorter blocks, noisier; --portable: LK_NN_PORTABLE */
+ *   bench/nn_layers [--quick] [--portable] [--bf16]
+ *     --quick: shorter blocks, noisier; --portable: LK_NN_PORTABLE;
+ *     --bf16: LK_NN_BF16, the products of bf16-mixed */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,18 +391,21 @@ static void products(lk_nn *nn1, lk_nn *nn2) {
 }
 
 int main(int argc, char **argv) {
-  bool portable = false;
+  bool portable = false, bf16 = false;
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--quick"))
       block_s = 0.01;
     else if (!strcmp(argv[i], "--portable"))
       portable = true;
+    else if (!strcmp(argv[i], "--bf16"))
+      bf16 = true;
     else {
-      fprintf(stderr, "usage: bench/nn_layers [--quick] [--portable]\n");
+      fprintf(stderr,
+              "usage: bench/nn_layers [--quick] [--portable] [--bf16]\n");
       return 2;
     }
   lk_nn *nn1, *nn2;
-  unsigned flags = portable ? LK_NN_PORTABLE : 0;
+  unsigned flags = (portable ? LK_NN_PORTABLE : 0) | (bf16 ? LK_NN_BF16 : 0);
   CK(lk_nn_create(&nn1, 1, flags));
   CK(lk_nn_create(&nn2, 2, flags));
   printf("bench/nn_layers: one forward + backward per layer, best of 5 "

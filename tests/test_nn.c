@@ -1814,6 +1814,26 @@ static void isa_agree(void **state) {
   assert_true(l0 == l1);
   assert_memory_equal(p0, p1, (size_t)N * V * sizeof *p0);
   free(x), free(d), free(g0), free(g1), free(p0), free(p1);
+  /* 2 x 2 max pooling (AVX-512's own plane loop): rows of 7, 14, 20 and
+   * 14 windows with a column left over, ties, -inf and NaN in windows */
+  int widths[4] = {14, 28, 40, 29};
+  for (int w = 0; w < 4; w++) {
+    lk_nn_pool2d pp = {
+        .n = 2, .c = 3, .h = 6, .w = widths[w], .kh = 2, .kw = 2};
+    size_t ni = (size_t)2 * 3 * 6 * widths[w], no = ni / 4;
+    float *in = zeros(ni), *o0 = zeros(no), *o1 = zeros(no);
+    int32_t *a0 = calloc(no, sizeof *a0), *a1 = calloc(no, sizeof *a1);
+    assert_non_null(a0), assert_non_null(a1);
+    for (size_t i = 0; i < ni; i++)
+      in[i] = i % 11 == 3   ? NAN
+              : i % 13 == 5 ? -INFINITY
+                            : (float)((i * 7) % 5); /* many ties */
+    OK(lk_nn_maxpool2d_forward(wide, &pp, o0, a0, in));
+    OK(lk_nn_maxpool2d_forward(base, &pp, o1, a1, in));
+    assert_memory_equal(o0, o1, no * sizeof *o0);
+    assert_memory_equal(a0, a1, no * sizeof *a0);
+    free(in), free(o0), free(o1), free(a0), free(a1);
+  }
   lk_nn_free(wide);
   lk_nn_free(base);
   /* the kit's own product too: the widest against 16 bytes, every case */

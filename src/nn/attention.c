@@ -17,15 +17,93 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include "nn_internal.h"
 #include "vmath.h"
 
 #define LAYER "attention"
 #define RB 32
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define NN_SMALL_AVX512 1
+#define SMALL_MR 12
+#define SMALL_HS 64 /* the widest head, and T's block of columns */
+
+/* The head's small products (32 x 32 x 32 at nanoGPT's baby GPT) in
+ * AVX-512 registers, without packing: C [m, 16 NV] = alpha A B (+ C when
+ * ADD), A [m, k] read at A + i ars + k acs (either layout), B's rows at
+ * B + k ldb. Each element's sum runs over k in order, one FMA at a time,
+ * from 0: the same wherever the element lies, so a task's results do not
+ * depend on the thread that runs it. Through a library's sgemm a call
+ * this small cost more in the call than in the arithmetic (oneDNN: 70 to
+ * 140 GFLOP/s on these shapes on this project's EPYC, 190 on the GPT's
+ * linear layers); the rows past m repeat row m - 1, computed and not
+ * stored, so that every loop has constant bounds and the sums stay in
+ * registers. */
+#define SMALL_KERNEL(NAME, NV)                                                 \
+  __attribute__((target("avx512f,fma"))) static void NAME(                     \
+      int m, int k, float alpha, const float *a, size_t ars, size_t acs,       \
+      const float *b, size_t ldb, bool add, float *c, size_t ldc) {            \
+    for (int i0 = 0; i0 < m; i0 += SMALL_MR) {                                 \
+      const float *ar[SMALL_MR];                                               \
+      __m512 acc[SMALL_MR][NV];                                                \
+      _Pragma("GCC unroll 16") for (int i = 0; i < SMALL_MR; i++) {            \
+        ar[i] = a + (size_t)(i0 + i < m ? i0 + i : m - 1) * ars;               \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =       \
+            _mm512_setzero_ps();                                               \
+      }                                                                        \
+      for (int kk = 0; kk < k; kk++) {                                         \
+        __m512 bv[NV];                                                         \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =           \
+            _mm512_loadu_ps(b + (size_t)kk * ldb + 16 * v);                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < SMALL_MR; i++) {          \
+          __m512 av = _mm512_set1_ps(ar[i][(size_t)kk * acs]);                 \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =     \
+              _mm512_fmadd_ps(av, bv[v], acc[i][v]);                           \
+        }                                                                      \
+      }                                                                        \
+      int h = m - i0 < SMALL_MR ? m - i0 : SMALL_MR;                           \
+      __m512 s = _mm512_set1_ps(alpha);                                        \
+      for (int i = 0; i < h; i++)                                              \
+        for (int v = 0; v < NV; v++) {                                         \
+          float *ci = c + (size_t)(i0 + i) * ldc + 16 * v;                     \
+          __m512 r = _mm512_mul_ps(acc[i][v], s);                              \
+          if (add)                                                             \
+            r = _mm512_add_ps(r, _mm512_loadu_ps(ci));                         \
+          _mm512_storeu_ps(ci, r);                                             \
+        }                                                                      \
+    }                                                                          \
+  }
+SMALL_KERNEL(small2, 2)
+SMALL_KERNEL(small1, 1)
+
+/* C [m, n] as SMALL_KERNEL, n a multiple of 16: 32 columns at a time. */
+static void small(int m, int n, int k, float alpha, const float *a, size_t ars,
+                  size_t acs, const float *b, size_t ldb, bool add, float *c,
+                  size_t ldc) {
+  int j = 0;
+  for (; j + 32 <= n; j += 32)
+    small2(m, k, alpha, a, ars, acs, b + j, ldb, add, c + j, ldc);
+  if (j < n)
+    small1(m, k, alpha, a, ars, acs, b + j, ldb, add, c + j, ldc);
+}
+
+/* BT [hs, rows] = the head's ROWS x HS slice at X (rows ld apart),
+ * transposed: the NT products' B as rows. */
+static void transpose(float *bt, const float *x, size_t ld, int rows, int hs) {
+  for (int r = 0; r < rows; r++)
+    for (int d = 0; d < hs; d++)
+      bt[(size_t)d * rows + r] = x[(size_t)r * ld + d];
+}
+#endif
+
 typedef struct job {
   lk_nn *nn;
   int B, T, C, NH, hs;
+  bool small; /* the products on SMALL_KERNEL's registers */
   float scale;
   float *out, *att, *dqkv;
   const float *qkv, *dout, *catt;
@@ -122,6 +200,20 @@ static void softmax_grad_rows(const float *att, float *ds, int t0, int t1,
   }
 }
 
+/* Whether the head's products take SMALL_KERNEL: f32 products that a
+ * library would run (the kit's own loop keeps its bits, the same at every
+ * vector width: isa_agree), AVX-512 kernels, and a head and a context
+ * that fit its blocks. */
+static bool small_ok(const lk_nn *nn, int T, int hs) {
+#ifdef NN_SMALL_AVX512
+  return nn->blas && !nn__bf16(nn) && nn->k == &nn__kernels_avx512 &&
+         hs % 16 == 0 && hs <= SMALL_HS && T % 16 == 0 && T <= SMALL_HS;
+#else
+  (void)nn, (void)T, (void)hs;
+  return false;
+#endif
+}
+
 static void forward_task(void *ctx, int task, int thread) {
   (void)thread;
   const job *j = ctx;
@@ -130,6 +222,23 @@ static void forward_task(void *ctx, int task, int thread) {
   const float *k = q + j->C, *v = q + 2 * j->C;
   float *att = j->att + (size_t)task * T * T;
   float *out = j->out + (size_t)b * T * j->C + (size_t)h * j->hs;
+#ifdef NN_SMALL_AVX512
+  if (j->small) {
+    float kt[SMALL_HS * SMALL_HS];
+    transpose(kt, k, C3, T, j->hs);
+    for (int r0 = 0; r0 < T; r0 += RB) {
+      int r1 = r0 + RB < T ? r0 + RB : T, rows = r1 - r0;
+      float *a = att + (size_t)r0 * T;
+      /* kt's first r1 columns, rows T apart: S = Q K^T's block */
+      small(rows, r1, j->hs, j->scale, q + (size_t)r0 * C3, C3, 1, kt, T, false,
+            a, T);
+      softmax_rows(j->nn->k, att, r0, r1, T);
+      small(rows, j->hs, r1, 1, a, T, 1, v, C3, false, out + (size_t)r0 * j->C,
+            j->C);
+    }
+    return;
+  }
+#endif
   for (int r0 = 0; r0 < T; r0 += RB) {
     int r1 = r0 + RB < T ? r0 + RB : T, rows = r1 - r0;
     float *a = att + (size_t)r0 * T;
@@ -158,6 +267,7 @@ int lk_nn_attention_forward(lk_nn *nn, float *out, float *att, const float *qkv,
            .att = att,
            .qkv = qkv};
   j.scale = (float)(1 / sqrt((double)j.hs));
+  j.small = small_ok(nn, T, j.hs);
   nn__run(nn, B * NH, forward_task, &j);
   return 0;
 }
@@ -171,6 +281,24 @@ static void backward_task(void *ctx, int task, int thread) {
   const float *att = j->catt + (size_t)task * T * T;
   const float *dout = j->dout + (size_t)b * T * j->C + (size_t)h * j->hs;
   float *ds = nn__scratch(j->nn, thread); /* [RB, T]: dP, then dS */
+#ifdef NN_SMALL_AVX512
+  if (j->small) {
+    float vt[SMALL_HS * SMALL_HS];
+    transpose(vt, v, C3, T, j->hs);
+    for (int r0 = 0; r0 < T; r0 += RB) {
+      int r1 = r0 + RB < T ? r0 + RB : T, rows = r1 - r0;
+      const float *p = att + (size_t)r0 * T, *dy = dout + (size_t)r0 * j->C;
+      small(r1, j->hs, rows, 1, p, 1, T, dy, j->C, true, dv, C3);
+      small(rows, r1, j->hs, 1, dy, j->C, 1, vt, T, false, ds, r1);
+      softmax_grad_rows(att, ds, r0, r1, r1, T);
+      small(rows, j->hs, r1, j->scale, ds, r1, 1, k, C3, true,
+            dq + (size_t)r0 * C3, C3);
+      small(r1, j->hs, rows, j->scale, ds, 1, r1, q + (size_t)r0 * C3, C3, true,
+            dk, C3);
+    }
+    return;
+  }
+#endif
   for (int r0 = 0; r0 < T; r0 += RB) {
     int r1 = r0 + RB < T ? r0 + RB : T, rows = r1 - r0;
     const float *p = att + (size_t)r0 * T, *dy = dout + (size_t)r0 * j->C;
@@ -208,6 +336,7 @@ int lk_nn_attention_backward(lk_nn *nn, float *dqkv, const float *dout,
            .qkv = qkv,
            .catt = att};
   j.scale = (float)(1 / sqrt((double)j.hs));
+  j.small = small_ok(nn, T, j.hs);
   nn__run(nn, B * NH, backward_task, &j);
   return 0;
 }

@@ -307,6 +307,9 @@ typedef struct bwd {
   lk_nn *nn;
   geom g;
   float *dinp, *dweight, *dbias, *partials;
+  /* [N, OC]: each plane of dout's sum (nn_sum), taken by backward_task
+   * while the plane is in cache, or NULL: finish_task reads dout again */
+  float *plane_sums;
   const float *dout, *inp, *weight;
   int sum_parts, bias_parts;
   bool groups_direct; /* one group: it adds into dweight itself */
@@ -350,6 +353,12 @@ static void backward_task(void *ctx, int group, int thread) {
       for (int n = n0; n < n1; n++)
         col2im(g, dcol, cols, n - n0, b->dinp + (size_t)n * inp_plane);
     }
+    if (b->plane_sums)
+      for (int n = n0; n < n1; n++)
+        for (int oc = 0; oc < g->OC; oc++)
+          b->plane_sums[(size_t)n * g->OC + oc] =
+              nn_sum(b->dout + (size_t)n * out_plane + (size_t)oc * g->P,
+                     (size_t)g->P);
   }
 }
 
@@ -362,7 +371,16 @@ static void finish_task(void *ctx, int task, int thread) {
   if (task < b->sum_parts) {
     size_t total = (size_t)g->OC * g->K;
     nn__range(total, b->sum_parts, task, &lo, &hi);
-    for (size_t e = lo; e < hi; e++) {
+    size_t e = lo;
+    /* a vector of elements at a time, each summed in group order as the
+     * one-at-a-time loop after does (it was 2.8% of a CNN step) */
+    for (; e + NN_W <= hi; e += NN_W) {
+      nn_vf s = nn_load(b->partials + e);
+      for (int k = 1; k < g->groups; k++)
+        s += nn_load(b->partials + (size_t)k * total + e);
+      nn_store(b->dweight + e, nn_load(b->dweight + e) + s);
+    }
+    for (; e < hi; e++) {
       float s = b->partials[e];
       for (int k = 1; k < g->groups; k++)
         s += b->partials[(size_t)k * total + e];
@@ -374,7 +392,9 @@ static void finish_task(void *ctx, int task, int thread) {
   for (size_t oc = lo; oc < hi; oc++) {
     double s = 0; /* planes in f32 lanes, their sums in double */
     for (int n = 0; n < g->N; n++)
-      s += nn_sum(b->dout + ((size_t)n * g->OC + oc) * g->P, (size_t)g->P);
+      s += b->plane_sums ? b->plane_sums[(size_t)n * g->OC + oc]
+                         : nn_sum(b->dout + ((size_t)n * g->OC + oc) * g->P,
+                                  (size_t)g->P);
     b->dbias[oc] += (float)s;
   }
 }
@@ -399,12 +419,14 @@ int lk_nn_conv2d_backward(lk_nn *nn, const lk_nn_conv2d *p, float *dinp,
   size_t most = (size_t)g->S * g->P;
   size_t per = (2 * (size_t)g->K + (g->S > 1 ? (size_t)g->OC : 0)) * most;
   b.groups_direct = g->groups == 1;
-  size_t shared = dweight && !b.groups_direct
-                      ? (size_t)g->groups * g->OC * g->K * sizeof(float)
-                      : 0;
-  if ((rc = nn__reserve(nn, LAYER, shared, per * sizeof(float))) < 0)
+  size_t partials =
+             dweight && !b.groups_direct ? (size_t)g->groups * g->OC * g->K : 0,
+         sums = dbias && (dweight || dinp) ? (size_t)g->N * g->OC : 0;
+  if ((rc = nn__reserve(nn, LAYER, (partials + sums) * sizeof(float),
+                        per * sizeof(float))) < 0)
     return rc;
   b.partials = nn__shared(nn);
+  b.plane_sums = sums ? b.partials + partials : NULL;
   if (dweight || dinp)
     nn__run(nn, g->groups, backward_task, &b);
   if (dweight && !b.groups_direct)

@@ -254,17 +254,29 @@ static void scale_c(int m, int n, float beta, float *c, int ldc) {
   }
 }
 
-void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
-               float alpha, const float *a, int lda, const float *b, int ldb,
-               float beta, float *c, int ldc) {
+/* nn__gemm1 with a bias (nn_gemm's): the bf16 kernels add it as they
+ * store C; the libraries' products add into a C filled with it (beta =
+ * 1), as torch's addmm does: one pass over C fewer than a product into
+ * zeros and a sum after, and no clearing of C by the library. */
+static void gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
+                  float alpha, const float *a, int lda, const float *b, int ldb,
+                  float beta, float *c, int ldc, const float *bias) {
   if (m <= 0 || n <= 0)
     return;
+  if (bias && k > 0 && alpha != 0 && nn__bf16(nn) &&
+      nn__bf16_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias))
+    return;
+  if (bias) {
+    for (int i = 0; i < m; i++)
+      memcpy(c + (size_t)i * (size_t)ldc, bias, (size_t)n * sizeof *bias);
+    beta = 1;
+  }
   if (k <= 0 || alpha == 0) {
     scale_c(m, n, beta, c, ldc);
     return;
   }
   if (nn__bf16(nn) &&
-      nn__bf16_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+      nn__bf16_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL))
     return;
   if (nn->blas) {
     if (beta == 0 && !nn->blas->clears_c) /* probe_clears: NaN would stay */
@@ -273,6 +285,12 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
     return;
   }
   nn->k->sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
+               float alpha, const float *a, int lda, const float *b, int ldb,
+               float beta, float *c, int ldc) {
+  gemm1(nn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 void nn__gemm_plan(nn_gemm *g) {
@@ -320,12 +338,12 @@ void nn__gemm_tile(const nn_gemm *g, int tile) {
     return;
   if (g->split_n) {
     const float *b = g->tb ? g->b + (size_t)lo * (size_t)g->ldb : g->b + lo;
-    nn__gemm1(nn, g->ta, g->tb, g->m, hi - lo, g->k, g->alpha, g->a, g->lda, b,
-              g->ldb, g->beta, g->c + lo, g->ldc);
+    gemm1(nn, g->ta, g->tb, g->m, hi - lo, g->k, g->alpha, g->a, g->lda, b,
+          g->ldb, g->beta, g->c + lo, g->ldc, g->bias ? g->bias + lo : NULL);
   } else {
     const float *a = g->ta ? g->a + lo : g->a + (size_t)lo * (size_t)g->lda;
-    nn__gemm1(nn, g->ta, g->tb, hi - lo, g->n, g->k, g->alpha, a, g->lda, g->b,
-              g->ldb, g->beta, g->c + (size_t)lo * (size_t)g->ldc, g->ldc);
+    gemm1(nn, g->ta, g->tb, hi - lo, g->n, g->k, g->alpha, a, g->lda, g->b,
+          g->ldb, g->beta, g->c + (size_t)lo * (size_t)g->ldc, g->ldc, g->bias);
   }
 }
 

@@ -50,7 +50,7 @@
 #define KC 512 /* values of k in a block: it sets the order of the sums */
 #define KP (KC / 2)
 #define MC 96  /* a multiple of MR */
-#define NC 256 /* a multiple of NR */
+#define NC 512 /* a multiple of NR */
 
 /* 32 bf16 of LO (low half) and HI, each rounded to nearest even. */
 static inline __m512i round2(__m512 lo, __m512 hi) {
@@ -70,11 +70,18 @@ static inline __mmask16 first(int n) {
   return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-/* 16 values at P (LEN of them, the rest 0). */
+/* 16 values at P (LEN of them, the rest 0). None is read when LEN <= 0:
+ * P may then lie past the matrix, and a masked load whose lanes are all
+ * off still costs a fault-suppression assist on AMD's CPUs where the
+ * address is not mapped (measured on this project's EPYC: the first
+ * conv's weight gradient, 9 columns of B padded to 32, ran 10x slower
+ * than f32 while every padding row was loaded that way). */
 static inline __m512 load16(const float *p, int len) {
   if (len >= 16)
     return _mm512_loadu_ps(p);
-  return _mm512_maskz_loadu_ps(first(len > 0 ? len : 0), p);
+  if (len <= 0)
+    return _mm512_setzero_ps();
+  return _mm512_maskz_loadu_ps(first(len), p);
 }
 
 /* R[i][j] becomes R[j][i], 16 x 16 32-bit words (one pair of bf16 each):
@@ -193,25 +200,31 @@ static void pack_a(bool ta, const float *a, int lda, int mc, int kc, int kpp,
          (size_t)(mcp - mc) * (size_t)kpp * sizeof *ap);
 }
 
-/* One row of C's block: C[0, w) = (store ? 0 : C) + alpha * (V0, V1). */
+/* One row of C's block: C[0, w) = (store ? BIAS or 0 : C) + alpha * (V0,
+ * V1). The bias is added as a C holding it would be: the same bits as
+ * filling C with it and adding into C. */
 static inline void put_row(float *ci, __m512 v0, __m512 v1, float alpha, int w,
-                           bool store) {
+                           bool store, const float *bias) {
   __m512 s = _mm512_set1_ps(alpha);
   __mmask16 m0 = first(w), m1 = first(w - 16 > 0 ? w - 16 : 0);
   v0 = _mm512_mul_ps(v0, s);
   v1 = _mm512_mul_ps(v1, s);
-  if (!store) {
-    v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, ci));
-    v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, ci + 16));
-  }
+  const float *in = store ? bias : ci;
+  if (in)
+    v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, in));
   _mm512_mask_storeu_ps(ci, m0, v0);
+  if (w <= 16) /* nothing of the second half: no access past C (load16) */
+    return;
+  if (in)
+    v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, in + 16));
   _mm512_mask_storeu_ps(ci + 16, m1, v1);
 }
 
-/* C [h, w] = (store ? 0 : C) + alpha * (A's MR rows of pairs) (B's panel),
- * over KP pairs. */
+/* C [h, w] = (store ? BIAS or 0 : C) + alpha * (A's MR rows of pairs) (B's
+ * panel), over KP pairs. */
 static void kernel(int kp, const uint32_t *a, const uint32_t *b, float alpha,
-                   float *c, int ldc, int h, int w, bool store) {
+                   float *c, int ldc, int h, int w, bool store,
+                   const float *bias) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; i++)
     acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -241,7 +254,8 @@ static void kernel(int kp, const uint32_t *a, const uint32_t *b, float alpha,
 #undef ROW
   }
   for (int i = 0; i < h; i++)
-    put_row(c + (size_t)i * (size_t)ldc, acc[i][0], acc[i][1], alpha, w, store);
+    put_row(c + (size_t)i * (size_t)ldc, acc[i][0], acc[i][1], alpha, w, store,
+            bias);
 }
 
 /* AMX: the tiles' shape, one for all eight: 16 rows of 64 bytes (C: 16 x
@@ -272,8 +286,8 @@ static void amx_config(void) {
  * of A's pairs and B's panel, over KPP pairs (a multiple of 16), each
  * element's sum in one C tile's lane, 16 pairs per instruction. */
 static void amx_kernel(int kpp, const uint32_t *a, const uint32_t *b,
-                       float alpha, float *c, int ldc, int h, int w,
-                       bool store) {
+                       float alpha, float *c, int ldc, int h, int w, bool store,
+                       const float *bias) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -297,7 +311,7 @@ static void amx_kernel(int kpp, const uint32_t *a, const uint32_t *b,
   _tile_stored(3, &out[16][16], sizeof out[0]);
   for (int i = 0; i < h; i++)
     put_row(c + (size_t)i * (size_t)ldc, _mm512_load_ps(out[i]),
-            _mm512_load_ps(out[i] + 16), alpha, w, store);
+            _mm512_load_ps(out[i] + 16), alpha, w, store, bias);
 }
 
 /* The packed blocks, one set per thread, made once at the thread's first
@@ -336,7 +350,7 @@ static int engine(void);
 
 bool nn__bf16_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
                    const float *a, int lda, const float *b, int ldb, float beta,
-                   float *c, int ldc) {
+                   float *c, int ldc, const float *bias) {
   int e = engine();
   bufs *buf = e != ENGINE_NONE ? thread_bufs() : NULL;
   if (!buf)
@@ -374,10 +388,11 @@ bool nn__bf16_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
             float *cb = c + (size_t)(ic + ir) * (size_t)ldc + (size_t)(jc + jr);
             int h = mc - ir < mr ? mc - ir : mr,
                 w = nc - jr < NR ? nc - jr : NR;
+            const float *bb = bias ? bias + jc + jr : NULL;
             if (amx)
-              amx_kernel(kpp, ap, bp, alpha, cb, ldc, h, w, store);
+              amx_kernel(kpp, ap, bp, alpha, cb, ldc, h, w, store, bb);
             else
-              kernel(kpp, ap, bp, alpha, cb, ldc, h, w, store);
+              kernel(kpp, ap, bp, alpha, cb, ldc, h, w, store, bb);
           }
       }
     }
@@ -455,9 +470,9 @@ const char *nn__bf16_engine(void) {
 #else /* not x86-64 */
 bool nn__bf16_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
                    const float *a, int lda, const float *b, int ldb, float beta,
-                   float *c, int ldc) {
+                   float *c, int ldc, const float *bias) {
   (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a,
-      (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+      (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc, (void)bias;
   return false;
 }
 

@@ -2,8 +2,6 @@
  *   inp [N, C], weight [OC, C], bias [OC], out [N, OC]
  * The forward adds the bias to each tile of the product while the tile is
  * in cache; the backward's two products and the bias sums are one job. */
-#include <string.h>
-
 #include "nn_internal.h"
 
 #define LAYER "linear"
@@ -14,34 +12,11 @@ static int check(int N, int C, int OC) {
   return 0;
 }
 
-typedef struct fwd {
-  nn_gemm g;
-  const float *bias;
-} fwd;
-
-/* With a bias, each tile of C is first filled with the bias and the
- * product added to it (beta = 1), as torch's addmm does: one pass over C
- * fewer than a product into zeros and a sum after, and no clearing of C by
- * the BLAS. */
+/* With a bias, each tile of C is the product plus the bias (nn_gemm's
+ * bias: added as C is stored, or into a C filled with it). */
 static void forward_task(void *ctx, int tile, int thread) {
   (void)thread;
-  const fwd *f = ctx;
-  if (!f->bias) {
-    nn__gemm_tile(&f->g, tile);
-    return;
-  }
-  int lo, hi;
-  nn__gemm_bounds(&f->g, tile, &lo, &hi);
-  if (hi <= lo)
-    return;
-  int r0 = f->g.split_n ? 0 : lo, r1 = f->g.split_n ? f->g.m : hi;
-  int c0 = f->g.split_n ? lo : 0, c1 = f->g.split_n ? hi : f->g.n;
-  for (int i = r0; i < r1; i++)
-    memcpy(f->g.c + (size_t)i * (size_t)f->g.ldc + c0, f->bias + c0,
-           (size_t)(c1 - c0) * sizeof *f->bias);
-  nn_gemm g = f->g;
-  g.beta = 1;
-  nn__gemm_tile(&g, tile);
+  nn__gemm_tile(ctx, tile);
 }
 
 int lk_nn_linear_forward(lk_nn *nn, float *out, const float *inp,
@@ -52,22 +27,22 @@ int lk_nn_linear_forward(lk_nn *nn, float *out, const float *inp,
   int rc = check(N, C, OC);
   if (rc < 0)
     return rc;
-  fwd f = {.g = {.nn = nn,
-                 .tb = true,
-                 .m = N,
-                 .n = OC,
-                 .k = C,
-                 .a = inp,
-                 .lda = C,
-                 .b = weight,
-                 .ldb = C,
-                 .c = out,
-                 .ldc = OC,
-                 .alpha = 1,
-                 .beta = 0},
-           .bias = bias};
-  nn__gemm_plan(&f.g);
-  nn__run(nn, f.g.tiles, forward_task, &f);
+  nn_gemm g = {.nn = nn,
+               .tb = true,
+               .m = N,
+               .n = OC,
+               .k = C,
+               .a = inp,
+               .lda = C,
+               .b = weight,
+               .ldb = C,
+               .c = out,
+               .ldc = OC,
+               .alpha = 1,
+               .beta = 0,
+               .bias = bias};
+  nn__gemm_plan(&g);
+  nn__run(nn, g.tiles, forward_task, &g);
   return 0;
 }
 

@@ -86,10 +86,12 @@ void nn__gemm1(const lk_nn *nn, bool ta, bool tb, int m, int n, int k,
                float beta, float *c, int ldc);
 /* gemm_bf16.c: the bf16 product on the calling thread (false: no buffer
  * for it, nothing done), and the engine this CPU has for it ("avx512_bf16",
- * or NULL). */
+ * or NULL). BIAS (NULL, or N values; only with beta = 0): C = alpha op(A)
+ * op(B) + BIAS on every row, the same bits as C filled with it and beta =
+ * 1, without the pass that fills C. */
 bool nn__bf16_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
                    const float *a, int lda, const float *b, int ldb, float beta,
-                   float *c, int ldc);
+                   float *c, int ldc, const float *bias);
 const char *nn__bf16_engine(void);
 /* context.c: whether NN's products take bf16 operands now. */
 bool nn__bf16(const lk_nn *nn);
@@ -102,6 +104,9 @@ typedef struct nn_gemm {
   float alpha, beta;
   const float *a, *b;
   float *c;
+  /* NULL, or N values added to every row of C (with beta = 0): C =
+   * alpha op(A) op(B) + bias, as torch's addmm with the bias broadcast */
+  const float *bias;
 } nn_gemm;
 void nn__gemm_plan(nn_gemm *g);
 void nn__gemm_tile(const nn_gemm *g, int tile);
