@@ -252,6 +252,56 @@ while read -r p where mine; do
   check "$p $where = $mine: torch's ${class:-?} ${targ:-?}${bad:+; differs: $bad}" test -z "$bad"
 done <"$T/layer_args"
 
+# The code's defaults are the documented ones: each sequential layer's
+# argument left out trains the same parameters and state (batch norm's
+# running statistics) as given its documented default (two SGD steps on
+# tests/data/sequential's images).
+cat >"$T/nets" <<'TABLE'
+conv2d conv2d(2, 3, @), flatten, linear(3)
+maxpool2d maxpool2d(2, @), flatten, linear(3)
+avgpool2d avgpool2d(2, @), flatten, linear(3)
+batchnorm2d batchnorm2d(@), flatten, linear(3)
+layernorm flatten, layernorm(@), linear(3)
+gelu flatten, gelu(@), linear(3)
+dropout flatten, dropout(@), linear(3)
+flatten flatten(@), linear(3)
+linear flatten, linear(3, @)
+TABLE
+cat >"$T/net.ini" <<INI
+[loop]
+max_steps = 2
+[plugins]
+step = sequential
+optimizer = sgd
+data = idx
+[idx]
+dir = $LK_SRCDIR/tests/data/sequential
+batch_size = 4
+shuffle = false
+normalize = scale
+[sgd]
+lr = 0.1
+INI
+n_run=0
+while read -r p where val; do
+  [ "$p" = sequential ] || continue
+  layer=${where%%.*} arg=${where#*.}
+  net=$(awk -v l="$layer" '$1 == l { sub(/^[^ ]+ /, ""); print }' "$T/nets")
+  [ "$val" = kernel_size ] && val=2 # the nets' pools are 2 x 2
+  plain=$(echo "$net" | sed 's/, @//; s/@//')
+  given=$(echo "$net" | sed "s/@/$arg=$val/")
+  n_run=$((n_run + 1))
+  for f in plain given; do
+    eval "layers=\$$f"
+    "$LOOPKIT" train "$T/net.ini" --quiet --out "$T/net$n_run$f" \
+      --set "sequential.layers=$layers" >"$T/net.out" 2>&1 &&
+      python3 "$LK_SRCDIR/tests/cli/ckpt_edit.py" \
+        "$T/net$n_run$f/checkpoints/last.ckpt" --dump >"$T/net$n_run$f.dump"
+  done
+  check "sequential $layer without $arg trains as with $arg=$val (${net:-no net listed})" \
+    sh -c "[ -s '$T/net${n_run}plain.dump' ] && cmp -s '$T/net${n_run}plain.dump' '$T/net${n_run}given.dump'"
+done <"$T/layer_args"
+
 # ---- the [loop] keys against Lightning's Trainer ----
 
 # KEY TRAINER-ARGUMENT ("-": none; the rest of the line says why).
