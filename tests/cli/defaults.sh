@@ -210,6 +210,22 @@ done >>"$T/layer_args"
 check "loopkit.ini(5) documents the layers' defaults ($(wc -l <"$T/layer_args") found)" \
   test "$(wc -l <"$T/layer_args")" -ge 15
 
+# against CLASS ARG P KEY MINE: sets bad to what is wrong with P's KEY =
+# MINE against CLASS(ARG) of the reference, or to nothing: the same
+# default, or the difference the differ table lists for P KEY.
+against() {
+  torch=$(awk -v c="$1" -v a="$2" '$1 == c && $2 == a { print $3 }' "$REF")
+  listed=$(awk -v p="$3" -v a="$4" '$1 == p && $2 == a { print $3 }' "$T/differ")
+  bad=
+  if [ -z "$torch" ]; then
+    bad="$1($2) is not in the reference"
+  elif [ -n "$listed" ]; then
+    [ "$listed" = "$5" ] || bad="$5, listed as $listed"
+  elif ! same "$5" "$torch"; then
+    bad="$5, $1($2=$torch)"
+  fi
+}
+
 # LAYER-or-OPTION torch CLASS and ARGUMENT ("-": the documented name).
 cat >"$T/layer_classes" <<'TABLE'
 conv2d Conv2d -
@@ -237,18 +253,7 @@ while read -r p where mine; do
   class=$(awk -v l="$layer" '$1 == l { print $2 }' "$T/layer_classes")
   targ=$(awk -v l="$layer" '$1 == l { print $3 }' "$T/layer_classes")
   [ "$targ" = - ] && targ=$arg
-  torch=$(awk -v c="$class" -v a="$targ" '$1 == c && $2 == a { print $3 }' "$REF")
-  listed=$(awk -v p="$p" -v a="$where" '$1 == p && $2 == a { print $3 }' "$T/differ")
-  if [ -z "$class" ] || [ -z "$torch" ]; then
-    bad="no torch class or argument listed for it"
-  elif [ -n "$listed" ]; then
-    bad=
-    [ "$listed" = "$mine" ] || bad="$mine, listed as $listed"
-  elif same "$mine" "$torch"; then
-    bad=
-  else
-    bad="$mine, torch's $class($targ=$torch)"
-  fi
+  against "${class:-?}" "$targ" "$p" "$where" "$mine"
   check "$p $where = $mine: torch's ${class:-?} ${targ:-?}${bad:+; differs: $bad}" test -z "$bad"
 done <"$T/layer_args"
 
@@ -343,18 +348,7 @@ while read -r key mine; do
     continue
   fi
   [ "$targ" = - ] && continue
-  torch=$(awk -v a="$targ" '$1 == "Trainer" && $2 == a { print $3 }' "$REF")
-  listed=$(awk -v a="$key" '$1 == "loop" && $2 == a { print $3 }' "$T/differ")
-  if [ -z "$torch" ]; then
-    bad="Trainer($targ) is not in the reference"
-  elif [ -n "$listed" ]; then
-    bad=
-    [ "$listed" = "$mine" ] || bad="$mine, listed as $listed"
-  elif same "$mine" "$torch"; then
-    bad=
-  else
-    bad="$mine, Trainer($targ=$torch)"
-  fi
+  against Trainer "$targ" loop "$key" "$mine"
   check "[loop] $key = $mine: Lightning's Trainer($targ)${bad:+; differs: $bad}" test -z "$bad"
 done <"$T/loop_defaults"
 
