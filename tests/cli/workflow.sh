@@ -251,6 +251,12 @@ check "... config.ini records it under [text]" \
   sh -c "awk '/^\[/ { s = \$0 } s == \"[text]\" && /^block_size = 12$/' '$T/sq1/config.ini' | grep -q ."
 check "... and the net trains as a language model: val_ppl beside val_loss" \
   sh -c "head -1 '$T/sq1/metrics.csv' | tr , '\n' | grep -qx val_ppl"
+check "... and loopkit generate samples from it, a longer prompt cropped to its last 12 tokens" \
+  sh -c "'$LOOPKIT' generate '$T/seqlm.ini' --ckpt '$T/sq1/checkpoints/last.ckpt' --tokens 5 \
+    --prompt 'line 1 of the first file, ' 2>/dev/null | wc -c | grep -qx 31"
+expect 2 'a context of 6 tokens: the net takes 12 \(its block_size' \
+  "... a prompt shorter than the net's tokens refused, saying so" \
+  -- generate "$T/seqlm.ini" --ckpt "$T/sq1/checkpoints/last.ckpt" --tokens 5 --prompt "line 1"
 expect 2 'block_size = 12, but the data.s samples are 16 tokens long' \
   "a text.block_size the sequential net does not declare is refused, naming both" \
   -- train "$T/seqlm.ini" --out "$T/sq2" --set text.block_size=16

@@ -875,12 +875,44 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
   return 0;
 }
 
+/* A context longer than the net's tokens, cropped to its last ones (as
+ * gpt's, so that loopkit generate runs on): B into CROPPED, its tokens in
+ * grad[0], which only a training step's backward uses. A shorter one is
+ * refused: the net was built for its length. */
+static int crop(seq *m, const lk_batch *b, lk_batch *cropped) {
+  const lk_tensor *x = &b->x;
+  size_t T = m->layers[0].in_numel;
+  *cropped = *b;
+  if (!m->tokens || !x->data || x->dtype != LK_I32 || x->ndim != 2 ||
+      x->shape[0] != b->size || x->shape[1] == T)
+    return 0; /* as it is: check_x says what is wrong */
+  if (x->shape[1] < T)
+    return lk_fail(m->host, LK_EINVAL,
+                   "a context of %zu tokens: the net takes %zu (its "
+                   "block_size, the data's); give at least that many",
+                   x->shape[1], T);
+  int rc = reserve(m, b->size);
+  if (rc != 0)
+    return rc;
+  int32_t *ctx = (int32_t *)(void *)m->grad[0];
+  for (size_t i = 0; i < b->size; i++)
+    memcpy(ctx + i * T, (const int32_t *)x->data + (i + 1) * x->shape[1] - T,
+           T * sizeof *ctx);
+  cropped->x.shape[1] = T;
+  cropped->x.numel = b->size * T;
+  cropped->x.data = ctx;
+  return 0;
+}
+
 /* The logits, f32 [B, classes], as in evaluation (running statistics, no
  * dropout); of a language model, the next token's after each context (the
  * last position's), as gpt's. */
-static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+static int predict_step(void *self, const lk_batch *batch, lk_tensor *out) {
   seq *m = self;
-  int rc = layers_forward(m, b, false);
+  lk_batch cropped, *b = &cropped;
+  int rc = crop(m, batch, &cropped);
+  if (rc == 0)
+    rc = layers_forward(m, b, false);
   float *logits = m->layers[m->n_layers - 1].y;
   if (rc == 0 && m->lm) {
     size_t T = m->positions, V = m->classes;
