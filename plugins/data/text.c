@@ -6,8 +6,8 @@
  * separator between two (none by default).
  *
  * block_size = auto (the default) is the model's: the host gives it gpt's
- * block_size before create, so that the data's windows and the model's
- * context are one number.
+ * block_size (or a sequential net's) before create, so that the data's windows
+ * and the model's context are one number.
  *
  * A sample is a window of block_size + 1 consecutive bytes: x is its first
  * block_size bytes, y the same shifted by one (the next byte at every
@@ -272,7 +272,7 @@ static const lk_option options[] = {
      "[-1, 255]"},
     {"block_size", LK_OPT_INT, "auto",
      "tokens (bytes) per sample; a window is block_size + 1 bytes; auto: "
-     "the model's block_size (gpt's)",
+     "the model's block_size (gpt's, or sequential's over tokens)",
      "[1, 1048576] or auto"},
     {"batch_size", LK_OPT_INT, "12", "windows per batch", "[1, 1048576]"},
     {"val_split", LK_OPT_DOUBLE, "0.1",

@@ -10,7 +10,8 @@
  *   parent that has them (sequential: from its milestone to the next, the
  *   last to the run's end), the whole of it otherwise (chained).
  * - A data plugin's size that the model fixes (text's block_size) is the
- *   model's option of the same name (gpt's block_size).
+ *   model's option of the same name (gpt's block_size, sequential's), when
+ *   the model declares one (0: none, it takes the data's).
  *
  * Resolved before the instance's create (registry.c calls this through
  * env->prepare), into the number the effective config records, so that
@@ -156,7 +157,16 @@ static int model_value(lk_run *run, const lk__instance *in, const char *option,
         !lk__options_is_auto(model->opts, k)) {
       *v = lk_opt_int(model->opts, option);
       snprintf(why, len, "the model %s's %s", model->label, option);
-      return 0;
+      if (*v > 0)
+        return 0;
+      /* sequential's block_size = 0: the data's length, none of its own */
+      return lk__err(LK_ECONFIG,
+                     "%s: option %s.%s = auto: the model (step plugin %s) "
+                     "declares none (%s = %lld, its default: the data's); "
+                     "give %s.%s or %s.%s a number",
+                     lk_opt_where(in->opts, option), in->name, option,
+                     model->label, option, (long long)*v, model->name, option,
+                     in->name, option);
     }
   }
   return lk__err(LK_ECONFIG,

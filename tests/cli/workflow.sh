@@ -226,6 +226,52 @@ expect 2 "option text.block_size = auto.*the model \(step plugin mlp\) has no in
   "block_size = auto with a model that declares no context is refused, naming both" \
   -- train "$T/lm.ini" --out "$T/l9" --set plugins.step=mlp
 
+# A sequential net over tokens (an embedding first: per position, the
+# next token's logits) declares its context as gpt does, with block_size.
+config seqlm <<INI
+[loop]
+max_steps = 3
+[plugins]
+step = sequential
+optimizer = adamw
+data = text
+[text]
+path = corpus/a.txt
+batch_size = 2
+val_split = 0.2
+batches_per_epoch = 3
+[sequential]
+layers = embedding(128, 8), relu, linear(128)
+block_size = 12
+INI
+expect 0 'text: block_size = auto = 12 \(the model sequential.s block_size\)' \
+  "text.block_size defaults to a sequential net's (block_size = 12, an embedding first)" \
+  -- train "$T/seqlm.ini" --out "$T/sq1"
+check "... config.ini records it under [text]" \
+  sh -c "awk '/^\[/ { s = \$0 } s == \"[text]\" && /^block_size = 12$/' '$T/sq1/config.ini' | grep -q ."
+check "... and the net trains as a language model: val_ppl beside val_loss" \
+  sh -c "head -1 '$T/sq1/metrics.csv' | tr , '\n' | grep -qx val_ppl"
+check "... and loopkit generate samples from it, a longer prompt cropped to its last 12 tokens" \
+  sh -c "'$LOOPKIT' generate '$T/seqlm.ini' --ckpt '$T/sq1/checkpoints/last.ckpt' --tokens 5 \
+    --prompt 'line 1 of the first file, ' 2>/dev/null | wc -c | grep -qx 31"
+expect 2 'a context of 6 tokens: the net takes 12 \(its block_size' \
+  "... a prompt shorter than the net's tokens refused, saying so" \
+  -- generate "$T/seqlm.ini" --ckpt "$T/sq1/checkpoints/last.ckpt" --tokens 5 --prompt "line 1"
+expect 2 'block_size = 12, but the data.s samples are 16 tokens long' \
+  "a text.block_size the sequential net does not declare is refused, naming both" \
+  -- train "$T/seqlm.ini" --out "$T/sq2" --set text.block_size=16
+expect 2 'option text.block_size = auto: the model \(step plugin sequential\) declares none \(block_size = 0.*give sequential.block_size or text.block_size a number' \
+  "a sequential net that declares no length (block_size = 0) leaves text's to the config, saying so" \
+  -- train "$T/seqlm.ini" --out "$T/sq3" --set sequential.block_size=0
+expect 0 'trained 3 steps' "... and with text.block_size given, the net takes that length" \
+  -- train "$T/seqlm.ini" --out "$T/sq4" --set sequential.block_size=0 --set text.block_size=16
+expect 2 'the data.s samples are tokens, i32 \[12\]: the first layer must be embedding' \
+  "token samples into a net without an embedding first are refused" \
+  -- train "$T/seqlm.ini" --out "$T/sq5" --set "sequential.layers=linear(128)" --set text.block_size=12 --set sequential.block_size=0
+expect 2 'num_embeddings = 100, but the data.s tokens go up to 1[0-9][0-9]' \
+  "an embedding smaller than the data's tokens is refused" \
+  -- train "$T/seqlm.ini" --out "$T/sq6" --set "sequential.layers=embedding(100, 8), linear(128)"
+
 # ---- 4. defaults that cannot train silently wrong ----
 
 config nolr <<INI

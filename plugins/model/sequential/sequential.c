@@ -24,6 +24,12 @@
  * its running statistics, no dropout); dropout draws its masks from the
  * run's generator, so a resumed run draws the same ones.
  *
+ * A net over tokens (the data's samples i32 [T], text's) starts with an
+ * embedding; with the next token as the target at every position it is a
+ * language model: [T, V] logits, the loss and acc per token, val_ppl as
+ * gpt's. Its option block_size declares the length it takes, as gpt's
+ * does, so that text's block_size = auto takes it (run/auto.c).
+ *
  * The same plugin is also the scheduler torch calls SequentialLR
  * (sequential_lr.c): an instance given schedulers and milestones instead
  * of layers, named apart from the model (scheduler = lrs:sequential). */
@@ -66,6 +72,9 @@ typedef struct seq {
   lk_nn *nn;
   char *text; /* the layers option, which the specs point into */
   size_t n_layers, classes, max_numel;
+  bool tokens;      /* the samples are tokens, i32 [T], into an embedding */
+  bool lm;          /* a target at every token: a language model */
+  size_t positions; /* logit rows a sample: T of a language model, else 1 */
   seq_layer *layers;
   float *grad[2]; /* [cap, max_numel]: dL/d(activation), ping-pong */
   size_t cap;     /* batch size the buffers hold; they only grow */
@@ -270,6 +279,11 @@ static int infer(lk_host *host, size_t i, seq_layer *l) {
   case SEQ_LAYERNORM:
     l->rows = l->in_numel / (size_t)l->in[l->in_ndim - 1];
     break;
+  case SEQ_EMBEDDING: /* [T] tokens (check_tokens) to [T, embedding_dim] */
+    l->out[l->in_ndim] = s->out;
+    l->out_ndim = l->in_ndim + 1;
+    l->rows = l->in_numel;
+    break;
   default: break;
   }
   if (rc != 0)
@@ -306,6 +320,10 @@ static int add_params(seq *m, size_t i, seq_layer *l) {
       rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
     }
     return rc;
+  case SEQ_EMBEDDING:
+    shape[0] = (size_t)s->vocab, shape[1] = (size_t)s->out;
+    snprintf(name, sizeof name, "%zu.weight", i);
+    return lk_host_add_param(host, name, LK_F32, 2, shape, &l->w);
   case SEQ_LAYERNORM:
     c = (size_t)l->in[l->in_ndim - 1];
     /* fallthrough */
@@ -347,13 +365,19 @@ static double fan_in(const seq_layer *l) {
 
 /* torch's reset_parameters: conv2d and linear weights kaiming_uniform_(a =
  * sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), their biases the
- * same; the norms' weights 1 and biases 0. In parameter order. */
+ * same; the norms' weights 1 and biases 0; embedding's N(0, 1). In
+ * parameter order. */
 static void torch_init(seq *m) {
   lk_rng *rng = lk_host_rng(m->host);
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *l = &m->layers[i];
     if (!l->w)
       continue;
+    if (l->s.kind == SEQ_EMBEDDING) {
+      for (size_t k = 0; k < l->w->numel; k++)
+        ((float *)l->w->data)[k] = (float)lk_rng_normal(rng);
+      continue;
+    }
     if (l->s.kind != SEQ_CONV2D && l->s.kind != SEQ_LINEAR) {
       for (size_t k = 0; k < l->w->numel; k++)
         ((float *)l->w->data)[k] = 1;
@@ -396,13 +420,29 @@ static int build(seq *m, const lk_sample_shape *sh) {
     return lk_fail(host, LK_ECONFIG,
                    "the network classifies (softmax cross-entropy), but the "
                    "data's targets are not class labels");
-  if (nd != 1 || (size_t)shape[0] != sh->n_classes)
+  m->lm = m->tokens && sh->y_dtype == LK_I32 && sh->y_ndim == 1 &&
+          sh->y_shape[0] == sh->x_shape[0];
+  m->positions = m->lm ? sh->x_shape[0] : 1;
+  if (m->lm) {
+    /* the next token at every position: [T, V] logits, V at least the
+     * data's tokens (a vocabulary, as gpt's vocab_size) */
+    if (nd != 2 || (size_t)shape[0] != m->positions ||
+        (size_t)shape[1] < sh->n_classes)
+      return SHAPE_FAIL(host, m->n_layers - 1, last,
+                        "output %s, but the data's targets are the next "
+                        "token at each of %zu positions, up to %zu: the last "
+                        "layer must give [%zu, V] with V >= %zu",
+                        a, m->positions, sh->n_classes - 1, m->positions,
+                        sh->n_classes);
+    m->classes = (size_t)shape[1];
+  } else if (nd != 1 || (size_t)shape[0] != sh->n_classes)
     return SHAPE_FAIL(host, m->n_layers - 1, last,
                       "output %s, but the data has %zu classes: the last "
                       "layer must give [%zu]%s",
                       a, sh->n_classes, sh->n_classes,
                       nd != 1 ? " (a flatten before it?)" : "");
-  m->classes = sh->n_classes;
+  else
+    m->classes = sh->n_classes;
   bool params_before = false;
   for (size_t i = 0; i < m->n_layers; i++) {
     int rc = add_params(m, i, &m->layers[i]);
@@ -414,6 +454,46 @@ static int build(seq *m, const lk_sample_shape *sh) {
         m->layers[i - 1].s.kind == SEQ_RELU)
       m->layers[i - 1].pooled_relu = m->layers[i].relu_after = true;
   }
+  return 0;
+}
+
+/* Token samples (i32 [T], as text's) go into an embedding, the first
+ * layer, and nothing else takes them; BLOCK (the option block_size), when
+ * not 0, is the length they must have: the model declares its context, as
+ * gpt's block_size does, and text's block_size = auto takes it. */
+static int check_tokens(seq *m, const lk_sample_shape *sh, int64_t block) {
+  char got[LK_MAX_DIMS * 22 + 8];
+  model_sample_text(sh, got, sizeof got);
+  m->tokens = sh->x_dtype == LK_I32 && sh->x_ndim == 1;
+  if (m->tokens && m->layers[0].s.kind != SEQ_EMBEDDING)
+    return lk_fail(m->host, LK_ECONFIG,
+                   "layers: the data's samples are tokens, %s: the first "
+                   "layer must be embedding(num_embeddings, embedding_dim)",
+                   got);
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (m->layers[i].s.kind == SEQ_EMBEDDING && (i > 0 || !m->tokens))
+      return SHAPE_FAIL(m->host, i, &m->layers[i],
+                        "takes tokens, i32 [T], as the first layer; %s",
+                        i > 0 ? "it is not the first"
+                              : "the data's samples are not tokens");
+  if (block > 0 && !m->tokens)
+    return lk_fail(m->host, LK_ECONFIG,
+                   "block_size = %lld is the length of the token sequences "
+                   "an embedding takes, but the data's samples are %s",
+                   (long long)block, got);
+  if (block > 0 && sh->x_shape[0] != (size_t)block)
+    return lk_fail(m->host, LK_ECONFIG,
+                   "block_size = %lld, but the data's samples are %zu tokens "
+                   "long (the data's block_size)",
+                   (long long)block, sh->x_shape[0]);
+  /* a language model's targets are its tokens: their range is the data's */
+  const seq_spec *e = &m->layers[0].s;
+  if (m->tokens && sh->n_classes > (size_t)e->vocab && sh->y_dtype == LK_I32 &&
+      sh->y_ndim == 1 && sh->y_shape[0] == sh->x_shape[0])
+    return SHAPE_FAIL(m->host, (size_t)0, &m->layers[0],
+                      "num_embeddings = %d, but the data's tokens go up to "
+                      "%zu",
+                      e->vocab, sh->n_classes - 1);
   return 0;
 }
 
@@ -432,10 +512,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                    lk_last_error());
   char got[LK_MAX_DIMS * 22 + 8];
   model_sample_text(&sh, got, sizeof got);
-  if (sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3)
+  if ((sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3) &&
+      (sh.x_dtype != LK_I32 || sh.x_ndim != 1))
     return lk_fail(host, LK_ECONFIG,
                    "the data's samples are %s; expected f32 with 1 to 3 "
-                   "dimensions",
+                   "dimensions, or tokens i32 [T] for an embedding",
                    got);
   for (size_t i = 0; i < sh.x_ndim; i++)
     if (sh.x_shape[i] > (1u << 24))
@@ -456,6 +537,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
     m->layers[i].s = specs[i];
   free(specs);
+  if (rc == 0)
+    rc = check_tokens(m, &sh, lk_opt_int(o, "block_size"));
   if (rc == 0)
     rc = build(m, &sh);
   bool loaded = false;
@@ -591,6 +674,9 @@ static int layer_forward(seq *m, seq_layer *l, const float *x, int n,
   case SEQ_LINEAR:
     return lk_nn_linear_forward(nn, l->y, x, w, b, n * (int)l->rows,
                                 l->in[l->in_ndim - 1], s->out);
+  case SEQ_EMBEDDING: /* X is the batch's tokens */
+    return lk_nn_embedding_forward(nn, l->y, (const int32_t *)(const void *)x,
+                                   w, n * (int)l->rows, s->vocab, s->out);
   default: return LK_EINVAL;
   }
 }
@@ -641,8 +727,48 @@ static int layer_backward(seq *m, seq_layer *l, float *dinp, const float *dout,
   case SEQ_LINEAR:
     return lk_nn_linear_backward(nn, dinp, dw, db, dout, x, w, n * (int)l->rows,
                                  l->in[l->in_ndim - 1], s->out);
+  case SEQ_EMBEDDING: /* the first layer: no input gradient */
+    return lk_nn_embedding_backward(nn, dw, dout,
+                                    (const int32_t *)(const void *)x,
+                                    n * (int)l->rows, s->vocab, s->out);
   default: return LK_EINVAL;
   }
+}
+
+/* x: f32 samples, or i32 [B, T] tokens. */
+static int check_x(seq *m, const lk_batch *b) {
+  const lk_tensor *x = &b->x;
+  size_t T = m->layers[0].in_numel;
+  if (!m->tokens)
+    return model_check_x(m->host, b, T);
+  if (b->size >= 1 && x->data && x->dtype == LK_I32 && x->ndim == 2 &&
+      x->shape[0] == b->size && x->shape[1] == T)
+    return 0;
+  char got[96];
+  return lk_fail(m->host, LK_EINVAL,
+                 "x: expected i32 [%zu, %zu] tokens, got %s", b->size, T,
+                 model_shape(x, got, sizeof got));
+}
+
+/* y: a label a sample, or with a target at every position i32 [B, T];
+ * FLAT is B with them as one label a row of logits (B * T rows). */
+static int check_y(seq *m, const lk_batch *b, lk_batch *flat) {
+  const lk_tensor *y = &b->y;
+  size_t T = m->positions;
+  *flat = *b;
+  if (m->lm) {
+    char got[96];
+    if (!y->data || y->dtype != LK_I32 || y->ndim != 2 ||
+        y->shape[0] != b->size || y->shape[1] != T)
+      return lk_fail(m->host, LK_EINVAL,
+                     "y: expected i32 [%zu, %zu], the next token at every "
+                     "position, got %s",
+                     b->size, T, model_shape(y, got, sizeof got));
+    flat->size = b->size * T;
+    flat->y.ndim = 1;
+    flat->y.shape[0] = flat->size;
+  }
+  return model_check_labels(m->host, flat, m->classes);
 }
 
 /* Every layer forward on batch B (x checked): the last one's y holds the
@@ -650,7 +776,7 @@ static int layer_backward(seq *m, seq_layer *l, float *dinp, const float *dout,
 static int layers_forward(seq *m, const lk_batch *b, bool training) {
   int rc;
   m->ready = 0;
-  if ((rc = model_check_x(m->host, b, m->layers[0].in_numel)) != 0)
+  if ((rc = check_x(m, b)) != 0)
     return rc;
   if ((rc = reserve(m, b->size)) != 0)
     return rc;
@@ -667,41 +793,103 @@ static int layers_forward(seq *m, const lk_batch *b, bool training) {
 
 static int forward(seq *m, const lk_batch *b, lk_step_result *out,
                    bool training) {
-  int rc = model_check_x(m->host, b, m->layers[0].in_numel);
+  lk_batch flat; /* a row of logits a label */
+  int rc = check_x(m, b);
   if (rc == 0)
-    rc = model_check_labels(m->host, b, m->classes);
+    rc = check_y(m, b, &flat);
   if (rc == 0)
     rc = layers_forward(m, b, training);
   if (rc != 0)
     return rc;
-  int n = (int)b->size;
+  int n = (int)flat.size;
   double loss;
   int correct;
   if (lk_nn_crossentropy(m->nn, &loss, NULL, m->layers[m->n_layers - 1].y,
-                         b->y.data, n, (int)m->classes, 1, &correct) != 0)
+                         flat.y.data, n, (int)m->classes, 1, &correct) != 0)
     return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
   out->has_loss = true;
   out->loss = loss;
   lk_result_metric(out, "acc", (double)correct / (double)n);
-  model_scores_batch(&m->scores, m->layers[m->n_layers - 1].y, b, !training,
+  model_scores_batch(&m->scores, m->layers[m->n_layers - 1].y, &flat, !training,
                      out);
   if (training)
     m->ready = b->size;
   return 0;
 }
 
+/* A context longer than the net's tokens, cropped to its last ones (as
+ * gpt's, so that loopkit generate runs on): B into CROPPED, its tokens in
+ * grad[0], which only a training step's backward uses. A shorter one is
+ * refused: the net was built for its length. */
+static int crop(seq *m, const lk_batch *b, lk_batch *cropped) {
+  const lk_tensor *x = &b->x;
+  size_t T = m->layers[0].in_numel;
+  *cropped = *b;
+  if (!m->tokens || !x->data || x->dtype != LK_I32 || x->ndim != 2 ||
+      x->shape[0] != b->size || x->shape[1] == T)
+    return 0; /* as it is: check_x says what is wrong */
+  if (x->shape[1] < T)
+    return lk_fail(m->host, LK_EINVAL,
+                   "a context of %zu tokens: the net takes %zu (its "
+                   "block_size, the data's); give at least that many",
+                   x->shape[1], T);
+  int rc = reserve(m, b->size);
+  if (rc != 0)
+    return rc;
+  int32_t *ctx = (int32_t *)(void *)m->grad[0];
+  for (size_t i = 0; i < b->size; i++)
+    memcpy(ctx + i * T, (const int32_t *)x->data + (i + 1) * x->shape[1] - T,
+           T * sizeof *ctx);
+  cropped->x.shape[1] = T;
+  cropped->x.numel = b->size * T;
+  cropped->x.data = ctx;
+  return 0;
+}
+
 /* The logits, f32 [B, classes], as in evaluation (running statistics, no
- * dropout). */
-static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
+ * dropout); of a language model, the next token's after each context (the
+ * last position's), as gpt's. */
+static int predict_step(void *self, const lk_batch *batch, lk_tensor *out) {
   seq *m = self;
-  int rc = layers_forward(m, b, false);
+  lk_batch cropped, *b = &cropped;
+  int rc = crop(m, batch, &cropped);
   if (rc == 0)
-    *out = model_output("logits", m->layers[m->n_layers - 1].y, b->size,
-                        m->classes);
+    rc = layers_forward(m, b, false);
+  float *logits = m->layers[m->n_layers - 1].y;
+  if (rc == 0 && m->lm) {
+    size_t T = m->positions, V = m->classes;
+    for (size_t i = 0; i < b->size; i++) /* grad[1] is spare outside a step */
+      memcpy(m->grad[1] + i * V, logits + (i * T + T - 1) * V,
+             V * sizeof *logits);
+    logits = m->grad[1];
+  }
+  if (rc == 0)
+    *out = model_output("logits", logits, b->size, m->classes);
   return rc;
 }
 
-MODEL_CLASSIFIER_STEPS(seq, forward);
+static int training_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, true);
+}
+
+static int validation_step(void *self, const lk_batch *b, lk_step_result *out) {
+  return forward(self, b, out, false);
+}
+
+static int evaluation_end(void *self, lk_split split,
+                          const lk_step_result *mean, lk_step_result *out) {
+  seq *m = self;
+  (void)split;
+  /* a language model's perplexity, as gpt's: exp of the split's mean loss
+   * per token */
+  if (m->lm && mean->has_loss)
+    lk_result_metric(out, "ppl", exp(mean->loss));
+  return model_scores_end(&m->scores, m->host, out);
+}
+static const lk_step_ops step_ops = {.training_step = training_step,
+                                     .validation_step = validation_step,
+                                     .predict_step = predict_step,
+                                     .evaluation_end = evaluation_end};
 
 /* From the logits the training step left back through every layer; the
  * first layer's input gradient is never needed. */
@@ -713,9 +901,10 @@ static int backward(void *self, const lk_batch *b, double scale) {
   int n = (int)b->size;
   seq_layer *last = &m->layers[m->n_layers - 1];
   float *d = m->grad[0], *spare = m->grad[1];
-  memset(d, 0, (size_t)n * m->classes * sizeof *d);
+  int rows = n * (int)m->positions;
+  memset(d, 0, (size_t)rows * m->classes * sizeof *d);
   double loss;
-  if (lk_nn_crossentropy(m->nn, &loss, d, last->y, b->y.data, n,
+  if (lk_nn_crossentropy(m->nn, &loss, d, last->y, b->y.data, rows,
                          (int)m->classes, (float)scale, NULL) != 0)
     return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
   for (size_t i = m->n_layers; i-- > 0;) {
@@ -774,8 +963,13 @@ static const lk_option options[] = {
      "e.g. conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten, "
      "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
      "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
-     "linear (see loopkit.ini(5))",
+     "linear, embedding (see loopkit.ini(5))",
      NULL},
+    {"block_size", LK_OPT_INT, "0",
+     "the model: the length of the token sequences its first layer, an "
+     "embedding, takes (the data's must be as long; text's block_size = "
+     "auto takes it); 0: the data's",
+     "[0, 1048576]"},
     {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
      "name (0.weight, 0.bias, ...: a torch nn.Sequential's "

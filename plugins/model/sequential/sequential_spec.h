@@ -42,6 +42,7 @@ typedef enum seq_kind {
   SEQ_DROPOUT,
   SEQ_FLATTEN,
   SEQ_LINEAR,
+  SEQ_EMBEDDING,
   SEQ_KINDS
 } seq_kind;
 
@@ -51,7 +52,8 @@ typedef struct seq_spec {
   const char *text; /* the layer as written, TEXT_LEN bytes (for messages) */
   int text_len;
   int in;                 /* the inferred first argument, 0: not given */
-  int out;                /* out_channels, out_features */
+  int out;                /* out_channels, out_features, embedding_dim */
+  int vocab;              /* embedding's num_embeddings */
   int kh, kw;             /* kernel_size */
   int sh, sw;             /* stride; 0: the default (1, or the pool's size) */
   int ph, pw;             /* padding */
@@ -120,6 +122,8 @@ static const seq_kind_info seq_kinds[SEQ_KINDS] = {
   [SEQ_LINEAR] = {"linear", {{"out_features", SEQ_INT, true, true},
                              {"bias", SEQ_BOOL, true, false},
                              {"in_features", SEQ_INT, false, false}}},
+  [SEQ_EMBEDDING] = {"embedding", {{"num_embeddings", SEQ_INT, true, true},
+                                   {"embedding_dim", SEQ_INT, true, true}}},
 };
 /* clang-format on */
 
@@ -250,8 +254,11 @@ static inline int seq_set(lk_host *host, seq_spec *s, size_t index,
                         ? " in [1, 16777216]"
                         : "");
   const char *n = a->name;
-  if (!strcmp(n, "out_channels") || !strcmp(n, "out_features"))
+  if (!strcmp(n, "out_channels") || !strcmp(n, "out_features") ||
+      !strcmp(n, "embedding_dim"))
     s->out = x;
+  else if (!strcmp(n, "num_embeddings"))
+    s->vocab = x;
   else if (!strcmp(n, "in_channels") || !strcmp(n, "in_features") ||
            !strcmp(n, "num_features") || !strcmp(n, "normalized_shape"))
     s->in = x;
