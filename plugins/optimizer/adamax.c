@@ -22,43 +22,36 @@
 #include "optim_common.h"
 
 typedef struct adamax {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
+  optim_common c; /* lr, step (torch's state_steps), momentum: beta1; bufs:
+                   * exp_avg and exp_inf, zero-filled as torch's */
   double beta2, eps, weight_decay;
   bool maximize;
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **exp_avg, **exp_inf;
 } adamax;
+
+/* The scalars of one step: beta1, and clr, lr / (1 - b1^step). */
+typedef struct adamax_scalars {
+  double beta1, clr;
+} adamax_scalars;
 
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double betas[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", betas);
+  static const optim_spec spec = {.size = sizeof(adamax),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_inf"},
+                                  OPTIM_BETA1};
+  double betas[2];
+  int rc = optim_betas(host, o, betas);
+  if (rc == 0)
+    rc = optim_create(host, o, &spec, betas[0], self);
   if (rc != 0)
     return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(adamax), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
-    return rc;
-  adamax *s = mem;
+  adamax *s = *self;
   s->beta2 = betas[1];
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->maximize = lk_opt_bool(o, "maximize");
-  s->exp_avg = s->c.bufs;
-  s->exp_inf = s->c.bufs + s->c.n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_inf", s->exp_inf);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
   return 0;
 }
 
@@ -66,10 +59,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
  * infinity norms, never negative. */
 static int check_state(void *self) {
   adamax *s = self;
-  int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
-  return rc ? rc : optim_check_squares(&s->c, s->exp_inf);
+  int rc = optim_check_f32_step(&s->c);
+  return rc ? rc : optim_check_squares(&s->c, s->c.bufs + s->c.n);
 }
 
 /* torch.amax of two: NaN wins. */
@@ -81,12 +72,16 @@ static float amaxf(float a, float b) {
   return isnan(a) || a > b ? a : b;
 }
 
-/* One parameter in double, with beta1 B1 and the step's clr. */
-FMA_CLONES static void update_f64(const adamax *s, double b1, double clr,
-                                  double *p, const double *grad, double *m,
-                                  double *u, size_t numel) {
-  double k1 = 1 - b1, b2 = s->beta2, wd = s->weight_decay, eps = s->eps;
-  double neg_clr = -clr;
+/* One parameter in double: BUFS exp_avg and exp_inf. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const adamax *s = self;
+  const adamax_scalars *c = scalars;
+  double *p = pv, *m = bufs[0], *u = bufs[1];
+  const double *grad = gv;
+  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->beta2;
+  double wd = s->weight_decay, eps = s->eps, neg_clr = -c->clr;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
     if (wd != 0)
@@ -98,12 +93,16 @@ FMA_CLONES static void update_f64(const adamax *s, double b1, double clr,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const adamax *s, double beta1, double clr,
-                                  float *p, const float *grad, float *m,
-                                  float *u, size_t numel) {
-  float b1 = (float)beta1, k1 = (float)(1 - beta1), b2 = (float)s->beta2;
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const adamax *s = self;
+  const adamax_scalars *c = scalars;
+  float *p = pv, *m = bufs[0], *u = bufs[1];
+  const float *grad = gv;
+  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1), b2 = (float)s->beta2;
   float wd = (float)s->weight_decay, eps = (float)s->eps;
-  float neg_clr = (float)-clr;
+  float neg_clr = (float)-c->clr;
   for (size_t k = 0; k < numel; k++) {
     float g = s->maximize ? -grad[k] : grad[k];
     if (s->weight_decay != 0)
@@ -117,24 +116,14 @@ FMA_CLONES static void update_f32(const adamax *s, double beta1, double clr,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   adamax *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->c);
-  double b1 = optim_get_momentum(s);
-  double clr = optim_get_lr(s) / (1 - pow(b1, step));
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, b1, clr, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_inf[i]->data, p->numel);
-    else
-      update_f32(s, b1, clr, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_inf[i]->data, p->numel);
-  }
+  adamax_scalars c = {.beta1 = optim_get_momentum(s)};
+  c.clr = optim_get_lr(s) / (1 - pow(c.beta1, step));
+  optim_each(&s->c, params, &c, update_f64, update_f32);
   return 0;
 }
 

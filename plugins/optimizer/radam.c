@@ -26,11 +26,9 @@
 #include "optim_common.h"
 
 typedef struct radam {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
+  optim_common c; /* lr, step (torch's state_steps), momentum: beta1; bufs:
+                   * exp_avg and exp_avg_sq, zero-filled as torch's */
   double beta2, eps, weight_decay;
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **exp_avg, **exp_avg_sq;
 } radam;
 
 /* The scalars of one step, in double as torch's Python code computes
@@ -43,31 +41,21 @@ typedef struct radam_scalars {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double betas[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", betas);
+  static const optim_spec spec = {.size = sizeof(radam),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_avg_sq"},
+                                  OPTIM_BETA1};
+  double betas[2];
+  int rc = optim_betas(host, o, betas);
+  if (rc == 0)
+    rc = optim_create(host, o, &spec, betas[0], self);
   if (rc != 0)
     return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(radam), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
-    return rc;
-  radam *s = mem;
+  radam *s = *self;
   s->beta2 = betas[1];
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->exp_avg = s->c.bufs;
-  s->exp_avg_sq = s->c.bufs + s->c.n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
   return 0;
 }
 
@@ -75,15 +63,18 @@ static int create(lk_host *host, const lk_options *o, void **self) {
  * second moments, never negative (the update takes their square roots). */
 static int check_state(void *self) {
   radam *s = self;
-  int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
-  return rc ? rc : optim_check_squares(&s->c, s->exp_avg_sq);
+  int rc = optim_check_f32_step(&s->c);
+  return rc ? rc : optim_check_squares(&s->c, s->c.bufs + s->c.n);
 }
 
-FMA_CLONES static void update_f64(const radam *s, const radam_scalars *c,
-                                  double *p, const double *grad, double *m,
-                                  double *v, size_t numel) {
+/* One parameter in double: BUFS exp_avg and exp_avg_sq. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const radam *s = self;
+  const radam_scalars *c = scalars;
+  double *p = pv, *m = bufs[0], *v = bufs[1];
+  const double *grad = gv;
   double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->beta2, k2 = 1 - s->beta2;
   double wd = s->weight_decay, eps = s->eps, lr = c->lr, bc1 = c->bc1;
   for (size_t k = 0; k < numel; k++) {
@@ -100,9 +91,13 @@ FMA_CLONES static void update_f64(const radam *s, const radam_scalars *c,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const radam *s, const radam_scalars *c,
-                                  float *p, const float *grad, float *m,
-                                  float *v, size_t numel) {
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const radam *s = self;
+  const radam_scalars *c = scalars;
+  float *p = pv, *m = bufs[0], *v = bufs[1];
+  const float *grad = gv;
   float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1);
   float b2 = (float)s->beta2, k2 = (float)(1 - s->beta2);
   float wd = (float)s->weight_decay, eps = (float)s->eps, lr = (float)c->lr;
@@ -124,10 +119,8 @@ FMA_CLONES static void update_f32(const radam *s, const radam_scalars *c,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   radam *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->c), b2 = s->beta2;
@@ -142,15 +135,7 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                   ((rho_inf - 4) * (rho_inf - 2) * rho_t));
     c.sqrt_bc2 = sqrt(bc2);
   }
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-    else
-      update_f32(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-  }
+  optim_each(&s->c, params, &c, update_f64, update_f32);
   return 0;
 }
 

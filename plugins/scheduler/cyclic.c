@@ -18,6 +18,7 @@
  * loopkit cycles whatever lk_host_momentum reaches (beta1 of the adam
  * family), as the later torch does. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 

@@ -12,6 +12,7 @@
  * before create. Stepping more than total_steps times (torch's
  * ValueError) fails the run, naming the scheduler. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 

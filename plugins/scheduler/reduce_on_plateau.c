@@ -9,6 +9,7 @@
  * epoch's mean "loss" and "val_*" after an epoch. A monitor that is not
  * there is an error, not a silent no-op. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 
