@@ -88,8 +88,8 @@ static int sched_step(void *self, lk_interval when, const lk_metric *metrics,
 static int sched_restart(void *self, bool closed_form) {
   sched_common *c = self;
   sched_rewind(c);
-  return closed_form ? sched_set_lr(c, c->kind->closed(self))
-                     : c->kind->apply(self, 0);
+  return closed_form && c->kind->closed ? sched_set_lr(c, c->kind->closed(self))
+                                        : c->kind->apply(self, 0);
 }
 
 const lk_scheduler_ops sched_ops = {.step = sched_step,

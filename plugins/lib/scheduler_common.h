@@ -51,7 +51,8 @@ struct sched_kind {
   /* torch's recursive get_lr at last_epoch E: E 0 is its initial step (at
    * create, and at a restart that is not closed_form), E > 0 a step. */
   int (*apply)(void *self, int64_t e);
-  /* torch's step(0) at a closed_form restart: the rate, from base_lr. */
+  /* torch's step(0) at a closed_form restart: the rate, from base_lr
+   * (NULL: the initial step, apply at 0, is the same). */
   double (*closed)(void *self);
   /* Frees what init allocated (NULL: nothing); SELF itself is freed after. */
   void (*fini)(void *self);
