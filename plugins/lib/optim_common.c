@@ -92,6 +92,21 @@ int optim_betas(lk_host *host, const lk_options *o, double out[2]) {
   return optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", out);
 }
 
+int optim_create_adamlike(lk_host *host, const lk_options *o,
+                          const optim_spec *spec, void **out) {
+  double betas[2];
+  int rc = optim_betas(host, o, betas);
+  if (rc == 0)
+    rc = optim_create(host, o, spec, betas[0], out);
+  if (rc != 0)
+    return rc;
+  optim_adamlike *a = *out;
+  a->beta2 = betas[1];
+  a->eps = lk_opt_double(o, "eps");
+  a->weight_decay = lk_opt_double(o, "weight_decay");
+  return 0;
+}
+
 double optim_step_f32(optim_common *c) {
   double *step = c->step->data;
   *step = (double)((float)*step + 1.0f);
@@ -336,6 +351,12 @@ int optim_check_f32_step(const optim_common *c) {
   int rc = optim_check_state(c);
   return rc ? rc
             : lk_state_check(c->host, c->step, 0, OPTIM_F32_MAX_COUNT, true);
+}
+
+int optim_check_adamlike(void *self) {
+  optim_common *c = self;
+  int rc = optim_check_f32_step(c);
+  return rc ? rc : optim_check_squares(c, c->bufs + c->n);
 }
 
 int optim_check_squares(const optim_common *c, lk_tensor *const *buf) {

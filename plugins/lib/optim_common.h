@@ -79,6 +79,36 @@ typedef struct optim_spec {
   .momentum = "momentum", .momentum_option = "momentum",                       \
   .momentum_below = INFINITY
 
+/* An optimizer's entries besides step: the rate, and with
+ * OPTIM_MOMENTUM_ENTRIES the momentum a scheduler may cycle (set_momentum
+ * of an optimizer whose every value is usable as it is). */
+#define OPTIM_LR_ENTRIES .get_lr = optim_get_lr, .set_lr = optim_set_lr
+#define OPTIM_MOMENTUM_ENTRIES                                                 \
+  OPTIM_LR_ENTRIES, .get_momentum = optim_get_momentum,                        \
+                    .set_momentum = optim_set_momentum
+
+/* torch's options of Adamax, NAdam and RAdam that Adam's family shares, in
+ * its order and words, LR the default rate. */
+/* clang-format off */
+#define OPTIM_ADAMLIKE_OPTIONS(lr)                                             \
+  {"lr", LK_OPT_DOUBLE, lr, "learning rate", "[0, inf)"},                      \
+  {"eps", LK_OPT_DOUBLE, "1e-8",                                               \
+   "term added to the denominator to improve numerical stability",             \
+   "[0, inf)"},                                                                \
+  {"betas", LK_OPT_DOUBLES, "0.9,0.999",                                       \
+   "coefficients used for computing running averages of gradient and its "     \
+   "square", "[0, 1)"},                                                        \
+  {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",            \
+   "[0, inf)"}
+/* clang-format on */
+
+/* The first member of Adamax's, NAdam's and RAdam's structs: beta1 is c's
+ * momentum, the rest of their shared options are here. */
+typedef struct optim_adamlike {
+  optim_common c; /* lr, step (torch's float32 one), momentum: beta1 */
+  double beta2, eps, weight_decay;
+} optim_adamlike;
+
 /* torch 1.13's step count of Adamax, ASGD, NAdam and RAdam is a float32
  * 0-d tensor (torch.tensor(0.)) that each step adds 1 to: it counts
  * exactly up to 2^24 and stays there. */
@@ -109,6 +139,12 @@ int optim_two(lk_host *host, const lk_options *o, const char *name,
 
 /* The adam family's option betas (beta1, beta2). */
 int optim_betas(lk_host *host, const lk_options *o, double out[2]);
+
+/* create of an optimizer whose struct begins with an optim_adamlike: the
+ * options of OPTIM_ADAMLIKE_OPTIONS, then as SPEC says (with
+ * OPTIM_BETA1). */
+int optim_create_adamlike(lk_host *host, const lk_options *o,
+                          const optim_spec *spec, void **out);
 
 /* The new step count, torch's float32 one (OPTIM_F32_MAX_COUNT), kept in
  * c->step. */
@@ -212,6 +248,11 @@ int optim_check_state(const optim_common *c);
 
 /* optim_check_state, then torch's float32 step count (OPTIM_F32_MAX_COUNT). */
 int optim_check_f32_step(const optim_common *c);
+
+/* check_state of an optim_adamlike whose second list of buffers is never
+ * negative (second moments, infinity norms): optim_check_f32_step, then
+ * optim_check_squares. */
+int optim_check_adamlike(void *self);
 
 /* For check_state: buffers that are never negative (sums and averages of
  * squares, whose square root the update takes). */

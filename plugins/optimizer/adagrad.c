@@ -120,8 +120,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

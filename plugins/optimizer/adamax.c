@@ -22,9 +22,7 @@
 #include "optim_common.h"
 
 typedef struct adamax {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1; bufs:
-                   * exp_avg and exp_inf, zero-filled as torch's */
-  double beta2, eps, weight_decay;
+  optim_adamlike a; /* bufs: exp_avg and exp_inf, zero-filled as torch's */
   bool maximize;
 } adamax;
 
@@ -41,26 +39,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                                   .lists = 2,
                                   .states = {"exp_avg", "exp_inf"},
                                   OPTIM_BETA1};
-  double betas[2];
-  int rc = optim_betas(host, o, betas);
+  int rc = optim_create_adamlike(host, o, &spec, self);
   if (rc == 0)
-    rc = optim_create(host, o, &spec, betas[0], self);
-  if (rc != 0)
-    return rc;
-  adamax *s = *self;
-  s->beta2 = betas[1];
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->maximize = lk_opt_bool(o, "maximize");
-  return 0;
-}
-
-/* A checkpoint's values: the rate, beta1, torch's float32 step count, and
- * infinity norms, never negative. */
-static int check_state(void *self) {
-  adamax *s = self;
-  int rc = optim_check_f32_step(&s->c);
-  return rc ? rc : optim_check_squares(&s->c, s->c.bufs + s->c.n);
+    ((adamax *)*self)->maximize = lk_opt_bool(o, "maximize");
+  return rc;
 }
 
 /* torch.amax of two: NaN wins. */
@@ -80,8 +62,8 @@ FMA_CLONES static void update_f64(const void *self, const void *scalars,
   const adamax_scalars *c = scalars;
   double *p = pv, *m = bufs[0], *u = bufs[1];
   const double *grad = gv;
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->beta2;
-  double wd = s->weight_decay, eps = s->eps, neg_clr = -c->clr;
+  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2;
+  double wd = s->a.weight_decay, eps = s->a.eps, neg_clr = -c->clr;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
     if (wd != 0)
@@ -100,12 +82,13 @@ FMA_CLONES static void update_f32(const void *self, const void *scalars,
   const adamax_scalars *c = scalars;
   float *p = pv, *m = bufs[0], *u = bufs[1];
   const float *grad = gv;
-  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1), b2 = (float)s->beta2;
-  float wd = (float)s->weight_decay, eps = (float)s->eps;
+  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1),
+        b2 = (float)s->a.beta2;
+  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps;
   float neg_clr = (float)-c->clr;
   for (size_t k = 0; k < numel; k++) {
     float g = s->maximize ? -grad[k] : grad[k];
-    if (s->weight_decay != 0)
+    if (s->a.weight_decay != 0)
       g = fmaf(wd, p[k], g);
     m[k] = fmaf(k1, g, m[k] * b1);
     u[k] = amaxf(u[k] * b2, fabsf(g) + eps);
@@ -117,37 +100,23 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   adamax *s = self;
   int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
+  if (!optim_begin(&s->a.c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
-  double step = optim_step_f32(&s->c);
+  double step = optim_step_f32(&s->a.c);
   adamax_scalars c = {.beta1 = optim_get_momentum(s)};
   c.clr = optim_get_lr(s) / (1 - pow(c.beta1, step));
-  optim_each(&s->c, params, &c, update_f64, update_f32);
+  optim_each(&s->a.c, params, &c, update_f64, update_f32);
   return 0;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
-static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.002", "learning rate", "[0, inf)"},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "term added to the denominator to improve numerical stability",
-     "[0, inf)"},
-    {"betas", LK_OPT_DOUBLES, "0.9,0.999",
-     "coefficients used for computing running averages of gradient and its "
-     "square",
-     "[0, 1)"},
-    {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",
-     "[0, inf)"},
-    OPTIM_MAXIMIZE_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
+static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.002"),
+                                    OPTIM_MAXIMIZE_OPTION,
+                                    {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
-    .get_lr = optim_get_lr,
-    .set_lr = optim_set_lr,
-    .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum};
+static const lk_optimizer_ops optimizer_ops = {.step = step,
+                                               OPTIM_MOMENTUM_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
@@ -159,5 +128,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = optim_destroy,
     .optimizer = &optimizer_ops,
-    .check_state = check_state,
+    .check_state = optim_check_adamlike,
 };

@@ -54,6 +54,7 @@ typedef struct sgd {
   bool nesterov, maximize;
   bool avx2;              /* the float loop may use AVX2 and FMA */
   bool kept;              /* the buffers and initialized exist */
+  bool first;             /* this step's buffers are empty and take d_p */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
 } sgd;
 
@@ -124,20 +125,14 @@ static int set_momentum(void *self, double momentum) {
 }
 #endif
 
-/* The step's momentum; first: the buffers are empty and take d_p. */
-typedef struct sgd_scalars {
-  double m;
-  bool first;
-} sgd_scalars;
-
-/* One parameter, in double: BUFS its momentum buffer (unused while the
- * momentum is 0). */
+/* One parameter, in double, with the step's momentum (the scalars): BUFS
+ * its momentum buffer (unused while the momentum is 0). */
 FMA_CLONES static void update_f64(const void *self, const void *scalars,
                                   void *pv, const void *gv, void *const *bufs,
                                   size_t numel) {
   const sgd *s = self;
-  double m = ((const sgd_scalars *)scalars)->m, *p = pv, *buf = bufs[0];
-  bool first = ((const sgd_scalars *)scalars)->first;
+  double m = *(const double *)scalars, *p = pv, *buf = bufs[0];
+  bool first = s->first;
   const double *g = gv;
   double lr = optim_get_lr((void *)s);
   double wd = s->weight_decay, keep = 1 - s->dampening;
@@ -209,7 +204,7 @@ update_f32_avx2(const f32_coef *c, float *p, const float *g, float *buf,
 static void update_f32(const void *self, const void *scalars, void *pv,
                        const void *gv, void *const *bufs, size_t numel) {
   const sgd *s = self;
-  double m = ((const sgd_scalars *)scalars)->m;
+  double m = *(const double *)scalars;
   float *p = pv, *buf = bufs[0];
   const float *g = gv;
   f32_coef c = {.wd = (float)s->weight_decay,
@@ -220,7 +215,7 @@ static void update_f32(const void *self, const void *scalars, void *pv,
                 .momentum = m != 0,
                 .nesterov = s->nesterov,
                 .maximize = s->maximize,
-                .first = ((const sgd_scalars *)scalars)->first};
+                .first = s->first};
 #ifdef SGD_AVX2
   if (s->avx2) {
     update_f32_avx2(&c, p, g, buf, numel);
@@ -242,8 +237,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                    m);
   /* torch creates each buffer as a copy of d_p at the first step with
    * momentum != 0. */
-  sgd_scalars c = {m, m != 0 && ((double *)s->initialized->data)[0] == 0};
-  optim_each(&s->c, params, &c, update_f64, update_f32);
+  s->first = m != 0 && ((double *)s->initialized->data)[0] == 0;
+  optim_each(&s->c, params, &m, update_f64, update_f32);
   if (m != 0)
     ((double *)s->initialized->data)[0] = 1;
   return 0;
