@@ -19,37 +19,27 @@
 #include "optim_common.h"
 
 typedef struct adadelta {
-  optim_common c; /* lr, step (torch's, which the update does not use) */
+  optim_common c; /* lr, step (torch's, which the update does not use);
+                   * bufs: square_avg and acc_delta, zero-filled as torch's */
   double rho, eps, weight_decay;
   bool maximize;
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **square_avg, **acc_delta;
 } adadelta;
 
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc =
-      optim_new(host, sizeof(adadelta), 2, lk_opt_double(o, "lr"), true, &mem);
+  static const optim_spec spec = {.size = sizeof(adadelta),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"square_avg", "acc_delta"}};
+  int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
-  adadelta *s = mem;
+  adadelta *s = *self;
   s->rho = lk_opt_double(o, "rho");
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->maximize = lk_opt_bool(o, "maximize");
-  s->square_avg = s->c.bufs;
-  s->acc_delta = s->c.bufs + s->c.n;
-  rc = optim_param_states(&s->c, "square_avg", s->square_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "acc_delta", s->acc_delta);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
   return 0;
 }
 
@@ -59,13 +49,18 @@ static int check_state(void *self) {
   adadelta *s = self;
   int rc = optim_check_state(&s->c);
   if (rc == 0)
-    rc = optim_check_squares(&s->c, s->square_avg);
-  return rc ? rc : optim_check_squares(&s->c, s->acc_delta);
+    rc = optim_check_squares(&s->c, s->c.bufs);
+  return rc ? rc : optim_check_squares(&s->c, s->c.bufs + s->c.n);
 }
 
-FMA_CLONES static void update_f64(const adadelta *s, double *p,
-                                  const double *grad, double *sq, double *acc,
+/* One parameter in double: BUFS square_avg and acc_delta. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
                                   size_t numel) {
+  const adadelta *s = self;
+  double *p = pv, *sq = bufs[0], *acc = bufs[1];
+  const double *grad = gv;
+  (void)scalars;
   double neg_lr = -optim_get_lr((void *)s), rho = s->rho, keep = 1 - s->rho;
   double wd = s->weight_decay, eps = s->eps;
   for (size_t k = 0; k < numel; k++) {
@@ -81,9 +76,13 @@ FMA_CLONES static void update_f64(const adadelta *s, double *p,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const adadelta *s, float *p,
-                                  const float *grad, float *sq, float *acc,
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
                                   size_t numel) {
+  const adadelta *s = self;
+  float *p = pv, *sq = bufs[0], *acc = bufs[1];
+  const float *grad = gv;
+  (void)scalars;
   float neg_lr = (float)-optim_get_lr((void *)s), rho = (float)s->rho;
   float keep = (float)(1 - s->rho), wd = (float)s->weight_decay;
   float eps = (float)s->eps;
@@ -102,21 +101,11 @@ FMA_CLONES static void update_f32(const adadelta *s, float *p,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   adadelta *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->square_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   ((double *)s->c.step->data)[0] += 1;
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, p->data, p->grad, s->square_avg[i]->data,
-                 s->acc_delta[i]->data, p->numel);
-    else
-      update_f32(s, p->data, p->grad, s->square_avg[i]->data,
-                 s->acc_delta[i]->data, p->numel);
-  }
+  optim_each(&s->c, params, NULL, update_f64, update_f32);
   return 0;
 }
 
@@ -136,8 +125,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -24,21 +24,16 @@ typedef struct adagrad {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc =
-      optim_new(host, sizeof(adagrad), 1, lk_opt_double(o, "lr"), true, &mem);
+  static const optim_spec spec = {
+      .size = sizeof(adagrad), .step = true, .lists = 1, .states = {"sum"}};
+  int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
-  adagrad *s = mem;
+  adagrad *s = *self;
   s->lr_decay = lk_opt_double(o, "lr_decay");
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->eps = lk_opt_double(o, "eps");
   s->maximize = lk_opt_bool(o, "maximize");
-  rc = optim_param_states(&s->c, "sum", s->c.bufs);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
   /* torch fills the sums in its constructor; a resume overwrites them. */
   double init = lk_opt_double(o, "initial_accumulator_value");
   for (size_t i = 0; i < s->c.n; i++) {
@@ -50,7 +45,6 @@ static int create(lk_host *host, const lk_options *o, void **self) {
         ((float *)t->data)[k] = (float)init;
     }
   }
-  *self = s;
   return 0;
 }
 
@@ -62,8 +56,12 @@ static int check_state(void *self) {
   return rc ? rc : optim_check_squares(&s->c, s->c.bufs);
 }
 
-static void update_f64(const adagrad *s, double clr, double *p,
-                       const double *grad, double *sum, size_t numel) {
+/* One parameter in double: BUFS the sum, with the step's rate. */
+static void update_f64(const void *self, const void *scalars, void *pv,
+                       const void *gv, void *const *bufs, size_t numel) {
+  const adagrad *s = self;
+  double *p = pv, *sum = bufs[0], clr = *(const double *)scalars;
+  const double *grad = gv;
   double wd = s->weight_decay, eps = s->eps;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
@@ -76,8 +74,12 @@ static void update_f64(const adagrad *s, double clr, double *p,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-static void update_f32(const adagrad *s, double clr, float *p,
-                       const float *grad, float *sum, size_t numel) {
+static void update_f32(const void *self, const void *scalars, void *pv,
+                       const void *gv, void *const *bufs, size_t numel) {
+  const adagrad *s = self;
+  float *p = pv, *sum = bufs[0];
+  const float *grad = gv;
+  double clr = *(const double *)scalars;
   float wd = (float)s->weight_decay, eps = (float)s->eps;
   float neg_clr = (float)-clr;
   for (size_t k = 0; k < numel; k++) {
@@ -93,21 +95,13 @@ static void update_f32(const adagrad *s, double clr, float *p,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   adagrad *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->c.bufs);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = ((double *)s->c.step->data)[0] += 1;
   double clr = optim_get_lr(s) / (1 + (step - 1) * s->lr_decay);
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, clr, p->data, p->grad, s->c.bufs[i]->data, p->numel);
-    else
-      update_f32(s, clr, p->data, p->grad, s->c.bufs[i]->data, p->numel);
-  }
+  optim_each(&s->c, params, &clr, update_f64, update_f32);
   return 0;
 }
 
@@ -126,8 +120,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

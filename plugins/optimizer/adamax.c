@@ -22,54 +22,27 @@
 #include "optim_common.h"
 
 typedef struct adamax {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
-  double beta2, eps, weight_decay;
+  optim_adamlike a; /* bufs: exp_avg and exp_inf, zero-filled as torch's */
   bool maximize;
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **exp_avg, **exp_inf;
 } adamax;
+
+/* The scalars of one step: beta1, and clr, lr / (1 - b1^step). */
+typedef struct adamax_scalars {
+  double beta1, clr;
+} adamax_scalars;
 
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double betas[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", betas);
-  if (rc != 0)
-    return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(adamax), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
-    return rc;
-  adamax *s = mem;
-  s->beta2 = betas[1];
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->maximize = lk_opt_bool(o, "maximize");
-  s->exp_avg = s->c.bufs;
-  s->exp_inf = s->c.bufs + s->c.n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
+  static const optim_spec spec = {.size = sizeof(adamax),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_inf"},
+                                  OPTIM_BETA1};
+  int rc = optim_create_adamlike(host, o, &spec, self);
   if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_inf", s->exp_inf);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
-}
-
-/* A checkpoint's values: the rate, beta1, torch's float32 step count, and
- * infinity norms, never negative. */
-static int check_state(void *self) {
-  adamax *s = self;
-  int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
-  return rc ? rc : optim_check_squares(&s->c, s->exp_inf);
+    ((adamax *)*self)->maximize = lk_opt_bool(o, "maximize");
+  return rc;
 }
 
 /* torch.amax of two: NaN wins. */
@@ -81,12 +54,16 @@ static float amaxf(float a, float b) {
   return isnan(a) || a > b ? a : b;
 }
 
-/* One parameter in double, with beta1 B1 and the step's clr. */
-FMA_CLONES static void update_f64(const adamax *s, double b1, double clr,
-                                  double *p, const double *grad, double *m,
-                                  double *u, size_t numel) {
-  double k1 = 1 - b1, b2 = s->beta2, wd = s->weight_decay, eps = s->eps;
-  double neg_clr = -clr;
+/* One parameter in double: BUFS exp_avg and exp_inf. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const adamax *s = self;
+  const adamax_scalars *c = scalars;
+  double *p = pv, *m = bufs[0], *u = bufs[1];
+  const double *grad = gv;
+  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2;
+  double wd = s->a.weight_decay, eps = s->a.eps, neg_clr = -c->clr;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
     if (wd != 0)
@@ -98,15 +75,20 @@ FMA_CLONES static void update_f64(const adamax *s, double b1, double clr,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const adamax *s, double beta1, double clr,
-                                  float *p, const float *grad, float *m,
-                                  float *u, size_t numel) {
-  float b1 = (float)beta1, k1 = (float)(1 - beta1), b2 = (float)s->beta2;
-  float wd = (float)s->weight_decay, eps = (float)s->eps;
-  float neg_clr = (float)-clr;
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const adamax *s = self;
+  const adamax_scalars *c = scalars;
+  float *p = pv, *m = bufs[0], *u = bufs[1];
+  const float *grad = gv;
+  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1),
+        b2 = (float)s->a.beta2;
+  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps;
+  float neg_clr = (float)-c->clr;
   for (size_t k = 0; k < numel; k++) {
     float g = s->maximize ? -grad[k] : grad[k];
-    if (s->weight_decay != 0)
+    if (s->a.weight_decay != 0)
       g = fmaf(wd, p[k], g);
     m[k] = fmaf(k1, g, m[k] * b1);
     u[k] = amaxf(u[k] * b2, fabsf(g) + eps);
@@ -117,48 +99,24 @@ FMA_CLONES static void update_f32(const adamax *s, double beta1, double clr,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   adamax *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->a.c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
-  double step = optim_step_f32(&s->c);
-  double b1 = optim_get_momentum(s);
-  double clr = optim_get_lr(s) / (1 - pow(b1, step));
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, b1, clr, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_inf[i]->data, p->numel);
-    else
-      update_f32(s, b1, clr, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_inf[i]->data, p->numel);
-  }
+  double step = optim_step_f32(&s->a.c);
+  adamax_scalars c = {.beta1 = optim_get_momentum(s)};
+  c.clr = optim_get_lr(s) / (1 - pow(c.beta1, step));
+  optim_each(&s->a.c, params, &c, update_f64, update_f32);
   return 0;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
-static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.002", "learning rate", "[0, inf)"},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "term added to the denominator to improve numerical stability",
-     "[0, inf)"},
-    {"betas", LK_OPT_DOUBLES, "0.9,0.999",
-     "coefficients used for computing running averages of gradient and its "
-     "square",
-     "[0, 1)"},
-    {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",
-     "[0, inf)"},
-    OPTIM_MAXIMIZE_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
+static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.002"),
+                                    OPTIM_MAXIMIZE_OPTION,
+                                    {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
-    .get_lr = optim_get_lr,
-    .set_lr = optim_set_lr,
-    .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum};
+static const lk_optimizer_ops optimizer_ops = {.step = step,
+                                               OPTIM_MOMENTUM_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
@@ -170,5 +128,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = optim_destroy,
     .optimizer = &optimizer_ops,
-    .check_state = check_state,
+    .check_state = optim_check_adamlike,
 };

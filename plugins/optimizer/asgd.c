@@ -35,29 +35,24 @@ typedef struct asgd {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc = optim_new(host, sizeof(asgd), 1, lk_opt_double(o, "lr"), true, &mem);
+  static const optim_spec spec = {.size = sizeof(asgd),
+                                  .step = true,
+                                  .f32 = {"eta", "mu"},
+                                  .lists = 1,
+                                  .states = {"ax"}};
+  int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
-  asgd *s = mem;
+  asgd *s = *self;
   s->lambd = lk_opt_double(o, "lambd");
   s->alpha = lk_opt_double(o, "alpha");
   s->t0 = lk_opt_double(o, "t0");
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->maximize = lk_opt_bool(o, "maximize");
-  size_t one = 1;
-  rc = lk_host_add_state(host, "eta", LK_F32, 1, &one, &s->eta);
-  if (rc == 0)
-    rc = lk_host_add_state(host, "mu", LK_F32, 1, &one, &s->mu);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "ax", s->c.bufs);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
+  s->eta = s->c.f32[0];
+  s->mu = s->c.f32[1];
   /* torch sets eta and mu at the first step; a resume overwrites them. */
   *(float *)s->mu->data = 1;
-  *self = s;
   return 0;
 }
 
@@ -66,16 +61,24 @@ static int create(lk_host *host, const lk_options *o, void **self) {
  * alpha have no range in torch). */
 static int check_state(void *self) {
   asgd *s = self;
-  int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
+  int rc = optim_check_f32_step(&s->c);
   return rc ? rc : lk_state_check(s->c.host, s->mu, 0, 1, false);
 }
 
-/* One parameter in double with the step's eta and mu. */
-FMA_CLONES static void update_f64(const asgd *s, double eta, double mu,
-                                  double *p, const double *grad, double *ax,
+/* The step's eta and mu. */
+typedef struct asgd_scalars {
+  double eta, mu;
+} asgd_scalars;
+
+/* One parameter in double: BUFS ax. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
                                   size_t numel) {
+  const asgd *s = self;
+  double *p = pv, *ax = bufs[0];
+  const double *grad = gv;
+  double eta = ((const asgd_scalars *)scalars)->eta;
+  double mu = ((const asgd_scalars *)scalars)->mu;
   double decay = 1 - s->lambd * eta, wd = s->weight_decay;
   for (size_t k = 0; k < numel; k++) {
     double g = s->maximize ? -grad[k] : grad[k];
@@ -89,9 +92,14 @@ FMA_CLONES static void update_f64(const asgd *s, double eta, double mu,
 
 /* The same in float: torch rounds the Python scalars to the tensor's type
  * (eta and mu are floats already). */
-FMA_CLONES static void update_f32(const asgd *s, double eta, double mu,
-                                  float *p, const float *grad, float *ax,
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
                                   size_t numel) {
+  const asgd *s = self;
+  float *p = pv, *ax = bufs[0];
+  const float *grad = gv;
+  double eta = ((const asgd_scalars *)scalars)->eta;
+  double mu = ((const asgd_scalars *)scalars)->mu;
   float decay = (float)(1 - s->lambd * eta), wd = (float)s->weight_decay;
   float neg_eta = (float)-eta, m = (float)mu;
   for (size_t k = 0; k < numel; k++) {
@@ -107,10 +115,8 @@ FMA_CLONES static void update_f32(const asgd *s, double eta, double mu,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   asgd *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->c.bufs);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   float *eta = s->eta->data, *mu = s->mu->data;
   double lr = optim_get_lr(s);
@@ -120,13 +126,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   }
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->c);
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, *eta, *mu, p->data, p->grad, s->c.bufs[i]->data, p->numel);
-    else
-      update_f32(s, *eta, *mu, p->data, p->grad, s->c.bufs[i]->data, p->numel);
-  }
+  asgd_scalars c = {*eta, *mu};
+  optim_each(&s->c, params, &c, update_f64, update_f32);
   *eta = (float)(lr / pow(1 + s->lambd * lr * step, s->alpha));
   double t = step - s->t0;
   *mu = (float)(1 / (t > 1 ? t : 1)); /* Python's max(1, t) */
@@ -145,8 +146,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -25,12 +25,10 @@
 #include "optim_common.h"
 
 typedef struct nadam {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
-  double beta2, eps, weight_decay, momentum_decay;
+  optim_adamlike a; /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's;
+                       f32: mu_product */
+  double momentum_decay;
   lk_tensor *mu_product; /* [1] f32 host state, as torch's */
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **exp_avg, **exp_avg_sq;
 } nadam;
 
 /* The scalars of one step: the coefficients of the two addcdiv_, and
@@ -42,37 +40,20 @@ typedef struct nadam_scalars {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double betas[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", betas);
+  static const optim_spec spec = {.size = sizeof(nadam),
+                                  .step = true,
+                                  .f32 = {"mu_product"},
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_avg_sq"},
+                                  OPTIM_BETA1};
+  int rc = optim_create_adamlike(host, o, &spec, self);
   if (rc != 0)
     return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(nadam), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
-    return rc;
-  nadam *s = mem;
-  s->beta2 = betas[1];
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
+  nadam *s = *self;
   s->momentum_decay = lk_opt_double(o, "momentum_decay");
-  s->exp_avg = s->c.bufs;
-  s->exp_avg_sq = s->c.bufs + s->c.n;
-  size_t one = 1;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
-  if (rc == 0)
-    rc = lk_host_add_state(host, "mu_product", LK_F32, 1, &one, &s->mu_product);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
+  s->mu_product = s->a.c.f32[0];
   /* torch.tensor(1.) at the first step; a resume overwrites it. */
   *(float *)s->mu_product->data = 1;
-  *self = s;
   return 0;
 }
 
@@ -82,19 +63,22 @@ static int create(lk_host *host, const lk_options *o, void **self) {
  * moments, never negative (the update takes their square roots). */
 static int check_state(void *self) {
   nadam *s = self;
-  int rc = optim_check_state(&s->c);
+  int rc = optim_check_f32_step(&s->a.c);
   if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->mu_product, 0, 1, false);
-  return rc ? rc : optim_check_squares(&s->c, s->exp_avg_sq);
+    rc = lk_state_check(s->a.c.host, s->mu_product, 0, 1, false);
+  return rc ? rc : optim_check_squares(&s->a.c, s->a.c.bufs + s->a.c.n);
 }
 
-FMA_CLONES static void update_f64(const nadam *s, const nadam_scalars *c,
-                                  double *p, const double *grad, double *m,
-                                  double *v, size_t numel) {
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->beta2, k2 = 1 - s->beta2;
-  double wd = s->weight_decay, eps = s->eps, bc2 = c->bc2;
+/* One parameter in double: BUFS exp_avg and exp_avg_sq. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const nadam *s = self;
+  const nadam_scalars *c = scalars;
+  double *p = pv, *m = bufs[0], *v = bufs[1];
+  const double *grad = gv;
+  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2, k2 = 1 - s->a.beta2;
+  double wd = s->a.weight_decay, eps = s->a.eps, bc2 = c->bc2;
   for (size_t k = 0; k < numel; k++) {
     double g = grad[k];
     if (wd != 0)
@@ -108,16 +92,21 @@ FMA_CLONES static void update_f64(const nadam *s, const nadam_scalars *c,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const nadam *s, const nadam_scalars *c,
-                                  float *p, const float *grad, float *m,
-                                  float *v, size_t numel) {
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const nadam *s = self;
+  const nadam_scalars *c = scalars;
+  float *p = pv, *m = bufs[0], *v = bufs[1];
+  const float *grad = gv;
   float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1);
-  float b2 = (float)s->beta2, k2 = (float)(1 - s->beta2);
-  float wd = (float)s->weight_decay, eps = (float)s->eps, bc2 = (float)c->bc2;
+  float b2 = (float)s->a.beta2, k2 = (float)(1 - s->a.beta2);
+  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps,
+        bc2 = (float)c->bc2;
   float c_grad = (float)c->c_grad, c_avg = (float)c->c_avg;
   for (size_t k = 0; k < numel; k++) {
     float g = grad[k];
-    if (s->weight_decay != 0)
+    if (s->a.weight_decay != 0)
       g = fmaf(wd, p[k], g);
     m[k] = fmaf(k1, g, m[k] * b1);
     v[k] = fmaf(k2 * g, g, v[k] * b2);
@@ -130,16 +119,14 @@ FMA_CLONES static void update_f32(const nadam *s, const nadam_scalars *c,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   nadam *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->a.c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter, and keeps a mu_product each; they
    * all step together here. */
-  double step = optim_step_f32(&s->c), lr = optim_get_lr(s);
+  double step = optim_step_f32(&s->a.c), lr = optim_get_lr(s);
   nadam_scalars c = {.beta1 = optim_get_momentum(s)};
-  c.bc2 = 1 - pow(s->beta2, step);
+  c.bc2 = 1 - pow(s->a.beta2, step);
   double mu = c.beta1 * (1. - 0.5 * pow(0.96, step * s->momentum_decay));
   double mu_next =
       c.beta1 * (1. - 0.5 * pow(0.96, (step + 1) * s->momentum_decay));
@@ -148,42 +135,21 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   float mu_product_next = *mu_product * (float)mu * (float)mu_next;
   c.c_grad = -lr * (1. - mu) / (1. - (double)*mu_product);
   c.c_avg = -lr * mu_next / (1. - (double)mu_product_next);
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-    else
-      update_f32(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-  }
+  optim_each(&s->a.c, params, &c, update_f64, update_f32);
   return 0;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
 static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.002", "learning rate", "[0, inf)"},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "term added to the denominator to improve numerical stability",
-     "[0, inf)"},
-    {"betas", LK_OPT_DOUBLES, "0.9,0.999",
-     "coefficients used for computing running averages of gradient and its "
-     "square",
-     "[0, 1)"},
-    {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",
-     "[0, inf)"},
+    OPTIM_ADAMLIKE_OPTIONS("0.002"),
     {"momentum_decay", LK_OPT_DOUBLE, "0.004",
      "momentum decay: step t's momentum is beta1 (1 - 0.5 * 0.96^(t * "
      "momentum_decay))",
      "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
-    .get_lr = optim_get_lr,
-    .set_lr = optim_set_lr,
-    .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum};
+static const lk_optimizer_ops optimizer_ops = {.step = step,
+                                               OPTIM_MOMENTUM_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -26,11 +26,7 @@
 #include "optim_common.h"
 
 typedef struct radam {
-  optim_common c; /* lr, step (torch's state_steps), momentum: beta1 */
-  double beta2, eps, weight_decay;
-  /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's. */
-  lk_tensor **exp_avg, **exp_avg_sq;
+  optim_adamlike a; /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's */
 } radam;
 
 /* The scalars of one step, in double as torch's Python code computes
@@ -43,49 +39,24 @@ typedef struct radam_scalars {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  double betas[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "betas", "beta1,beta2 (default 0.9,0.999)", betas);
-  if (rc != 0)
-    return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(radam), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
-    return rc;
-  radam *s = mem;
-  s->beta2 = betas[1];
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->exp_avg = s->c.bufs;
-  s->exp_avg_sq = s->c.bufs + s->c.n;
-  rc = optim_add_momentum(&s->c, "beta1", betas[0], "betas", 1);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg", s->exp_avg);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "exp_avg_sq", s->exp_avg_sq);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
+  static const optim_spec spec = {.size = sizeof(radam),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_avg_sq"},
+                                  OPTIM_BETA1};
+  return optim_create_adamlike(host, o, &spec, self);
 }
 
-/* A checkpoint's values: the rate, beta1, torch's float32 step count, and
- * second moments, never negative (the update takes their square roots). */
-static int check_state(void *self) {
-  radam *s = self;
-  int rc = optim_check_state(&s->c);
-  if (rc == 0)
-    rc = lk_state_check(s->c.host, s->c.step, 0, OPTIM_F32_MAX_COUNT, true);
-  return rc ? rc : optim_check_squares(&s->c, s->exp_avg_sq);
-}
-
-FMA_CLONES static void update_f64(const radam *s, const radam_scalars *c,
-                                  double *p, const double *grad, double *m,
-                                  double *v, size_t numel) {
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->beta2, k2 = 1 - s->beta2;
-  double wd = s->weight_decay, eps = s->eps, lr = c->lr, bc1 = c->bc1;
+/* One parameter in double: BUFS exp_avg and exp_avg_sq. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const radam *s = self;
+  const radam_scalars *c = scalars;
+  double *p = pv, *m = bufs[0], *v = bufs[1];
+  const double *grad = gv;
+  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2, k2 = 1 - s->a.beta2;
+  double wd = s->a.weight_decay, eps = s->a.eps, lr = c->lr, bc1 = c->bc1;
   for (size_t k = 0; k < numel; k++) {
     double g = grad[k];
     if (wd != 0)
@@ -100,17 +71,21 @@ FMA_CLONES static void update_f64(const radam *s, const radam_scalars *c,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const radam *s, const radam_scalars *c,
-                                  float *p, const float *grad, float *m,
-                                  float *v, size_t numel) {
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const radam *s = self;
+  const radam_scalars *c = scalars;
+  float *p = pv, *m = bufs[0], *v = bufs[1];
+  const float *grad = gv;
   float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1);
-  float b2 = (float)s->beta2, k2 = (float)(1 - s->beta2);
-  float wd = (float)s->weight_decay, eps = (float)s->eps, lr = (float)c->lr;
+  float b2 = (float)s->a.beta2, k2 = (float)(1 - s->a.beta2);
+  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps, lr = (float)c->lr;
   float bc1 = (float)c->bc1, rect = (float)c->rect;
   float sqrt_bc2 = (float)c->sqrt_bc2;
   for (size_t k = 0; k < numel; k++) {
     float g = grad[k];
-    if (s->weight_decay != 0)
+    if (s->a.weight_decay != 0)
       g = fmaf(wd, p[k], g);
     m[k] = fmaf(k1, g, m[k] * b1);
     v[k] = fmaf(k2 * g, g, v[k] * b2);
@@ -124,13 +99,11 @@ FMA_CLONES static void update_f32(const radam *s, const radam_scalars *c,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   radam *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->exp_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->a.c, params, n, closure, &rc))
     return rc;
   /* torch counts steps per parameter; they all step together here. */
-  double step = optim_step_f32(&s->c), b2 = s->beta2;
+  double step = optim_step_f32(&s->a.c), b2 = s->a.beta2;
   radam_scalars c = {.beta1 = optim_get_momentum(s), .lr = optim_get_lr(s)};
   c.bc1 = 1 - pow(c.beta1, step);
   double bc2 = 1 - pow(b2, step);
@@ -142,38 +115,16 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                   ((rho_inf - 4) * (rho_inf - 2) * rho_t));
     c.sqrt_bc2 = sqrt(bc2);
   }
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-    else
-      update_f32(s, &c, p->data, p->grad, s->exp_avg[i]->data,
-                 s->exp_avg_sq[i]->data, p->numel);
-  }
+  optim_each(&s->a.c, params, &c, update_f64, update_f32);
   return 0;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
-static const lk_option options[] = {
-    {"lr", LK_OPT_DOUBLE, "0.001", "learning rate", "[0, inf)"},
-    {"eps", LK_OPT_DOUBLE, "1e-8",
-     "term added to the denominator to improve numerical stability",
-     "[0, inf)"},
-    {"betas", LK_OPT_DOUBLES, "0.9,0.999",
-     "coefficients used for computing running averages of gradient and its "
-     "square",
-     "[0, 1)"},
-    {"weight_decay", LK_OPT_DOUBLE, "0", "weight decay (L2 penalty)",
-     "[0, inf)"},
-    {NULL, 0, NULL, NULL, NULL}};
+static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.001"),
+                                    {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
-    .get_lr = optim_get_lr,
-    .set_lr = optim_set_lr,
-    .get_momentum = optim_get_momentum,
-    .set_momentum = optim_set_momentum};
+static const lk_optimizer_ops optimizer_ops = {.step = step,
+                                               OPTIM_MOMENTUM_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
@@ -185,5 +136,5 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .create = create,
     .destroy = optim_destroy,
     .optimizer = &optimizer_ops,
-    .check_state = check_state,
+    .check_state = optim_check_adamlike,
 };

@@ -34,9 +34,8 @@ typedef struct rmsprop {
   bool centered, maximize;
   bool kept; /* momentum_buffer and has_momentum_buffer exist */
   /* Host state, one tensor per parameter each (c.bufs), zero-filled as
-   * torch's: momentum_buffer only once made (kept), grad_avg only when
-   * centered. */
-  lk_tensor **square_avg, **momentum_buffer, **grad_avg;
+   * torch's: square_avg, momentum_buffer only once made (kept), grad_avg
+   * only when centered. */
   /* [1] host state, with the buffers: 1 once the first step had momentum
    * > 0 (torch's state holds momentum_buffer). */
   lk_tensor *has_buffer;
@@ -48,41 +47,34 @@ static int make_buffers(optim_common *c) {
   size_t one = 1;
   int rc = lk_host_add_state(c->host, "has_momentum_buffer", LK_F64, 1, &one,
                              &s->has_buffer);
-  return rc ? rc : optim_param_states(c, "momentum_buffer", s->momentum_buffer);
+  return rc ? rc : optim_param_states(c, "momentum_buffer", c->bufs + c->n);
 }
 
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc =
-      optim_new(host, sizeof(rmsprop), 3, lk_opt_double(o, "lr"), true, &mem);
+  static const optim_spec spec = {.size = sizeof(rmsprop),
+                                  .step = true,
+                                  .lists = 3,
+                                  .states = {"square_avg"},
+                                  OPTIM_MOMENTUM};
+  double momentum = lk_opt_double(o, "momentum");
+  int rc = optim_create(host, o, &spec, momentum, self);
   if (rc != 0)
     return rc;
-  rmsprop *s = mem;
-  size_t n = s->c.n;
+  rmsprop *s = *self;
   s->alpha = lk_opt_double(o, "alpha");
   s->eps = lk_opt_double(o, "eps");
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->centered = lk_opt_bool(o, "centered");
   s->maximize = lk_opt_bool(o, "maximize");
-  s->square_avg = s->c.bufs;
-  s->momentum_buffer = s->c.bufs + n;
-  s->grad_avg = s->c.bufs + 2 * n;
-  double momentum = lk_opt_double(o, "momentum");
-  rc = optim_add_momentum(&s->c, "momentum", momentum, "momentum", INFINITY);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "square_avg", s->square_avg);
-  if (rc == 0 && momentum > 0 && (rc = make_buffers(&s->c)) == 0)
+  if (momentum > 0 && (rc = make_buffers(&s->c)) == 0)
     s->kept = true;
   if (rc == 0 && s->centered)
-    rc = optim_param_states(&s->c, "grad_avg", s->grad_avg);
-  if (rc != 0) {
+    rc = optim_param_states(&s->c, "grad_avg", s->c.bufs + 2 * s->c.n);
+  if (rc != 0)
     optim_destroy(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
+  return rc;
 }
 
 /* A checkpoint's values: the rate, the step count, the momentum (0
@@ -96,14 +88,14 @@ static int check_state(void *self) {
   rmsprop *s = self;
   int rc = optim_check_state(&s->c);
   if (rc == 0)
-    rc = optim_check_squares(&s->c, s->square_avg);
+    rc = optim_check_squares(&s->c, s->c.bufs);
   if (rc != 0 || !s->kept)
     return rc ? rc : optim_check_no_buffers(&s->c);
   double steps = ((const double *)s->c.step->data)[0];
   rc = lk_state_check(s->c.host, s->has_buffer, 0, steps > 0 ? 1 : 0, true);
   if (rc != 0 || ((const double *)s->has_buffer->data)[0] != 0)
     return rc;
-  rc = optim_check_unfilled(&s->c, s->momentum_buffer, s->has_buffer);
+  rc = optim_check_unfilled(&s->c, s->c.bufs + s->c.n, s->has_buffer);
   double m = optim_get_momentum(s);
   if (rc == 0 && steps > 0 && m > 0)
     rc = lk_fail(s->c.host, LK_EFORMAT,
@@ -122,11 +114,15 @@ static int set_momentum(void *self, double momentum) {
   return optim_set_momentum_kept(&s->c, momentum, &s->kept, make_buffers);
 }
 
-/* One parameter in double, with momentum M; buf is NULL without momentum,
- * ga when not centered. */
-static void update_f64(const rmsprop *s, double m, double *p,
-                       const double *grad, double *sq, double *buf, double *ga,
-                       size_t numel) {
+/* One parameter in double, with momentum M (the scalars): BUFS square_avg,
+ * momentum_buffer (unused while M is 0) and grad_avg (NULL when not
+ * centered). */
+static void update_f64(const void *self, const void *scalars, void *pv,
+                       const void *gv, void *const *bufs, size_t numel) {
+  const rmsprop *s = self;
+  double m = *(const double *)scalars, *p = pv, *sq = bufs[0];
+  double *buf = m > 0 ? bufs[1] : NULL, *ga = bufs[2];
+  const double *grad = gv;
   double lr = optim_get_lr((void *)s), a = s->alpha, keep = 1 - s->alpha;
   double wd = s->weight_decay, eps = s->eps;
   for (size_t k = 0; k < numel; k++) {
@@ -152,9 +148,13 @@ static void update_f64(const rmsprop *s, double m, double *p,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-static void update_f32(const rmsprop *s, double momentum, float *p,
-                       const float *grad, float *sq, float *buf, float *ga,
-                       size_t numel) {
+static void update_f32(const void *self, const void *scalars, void *pv,
+                       const void *gv, void *const *bufs, size_t numel) {
+  const rmsprop *s = self;
+  double momentum = *(const double *)scalars;
+  float *p = pv, *sq = bufs[0], *buf = momentum > 0 ? bufs[1] : NULL;
+  float *ga = bufs[2];
+  const float *grad = gv;
   float neg_lr = (float)-optim_get_lr((void *)s), a = (float)s->alpha;
   float keep = (float)(1 - s->alpha), wd = (float)s->weight_decay;
   float eps = (float)s->eps, m = (float)momentum;
@@ -183,10 +183,8 @@ static void update_f32(const rmsprop *s, double momentum, float *p,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   rmsprop *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->square_avg);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   double m = optim_get_momentum(s);
   double *steps = s->c.step->data;
@@ -205,17 +203,7 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                    "momentum above 0 (a scheduler's first value)",
                    m, *steps + 1);
   *steps += 1;
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    void *buf = m > 0 ? s->momentum_buffer[i]->data : NULL;
-    void *ga = s->centered ? s->grad_avg[i]->data : NULL;
-    if (p->dtype == LK_F64)
-      update_f64(s, m, p->data, p->grad, s->square_avg[i]->data, buf, ga,
-                 p->numel);
-    else
-      update_f32(s, m, p->data, p->grad, s->square_avg[i]->data, buf, ga,
-                 p->numel);
-  }
+  optim_each(&s->c, params, &m, update_f64, update_f32);
   return 0;
 }
 

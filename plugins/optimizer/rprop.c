@@ -21,12 +21,17 @@
 #include "optim_common.h"
 
 typedef struct rprop {
-  optim_common c; /* lr, step (torch's, a Python int) */
+  optim_common c; /* lr, step (torch's, a Python int); bufs: prev and
+                   * step_size */
   double etaminus, etaplus, step_size_min, step_size_max;
   bool maximize;
-  /* Host state, one tensor per parameter each (c.bufs). */
-  lk_tensor **prev, **step_size;
 } rprop;
+
+/* The step's: the step sizes start as lr at the first. */
+typedef struct rprop_scalars {
+  bool first;
+  double lr;
+} rprop_scalars;
 
 /* The host has checked lr's range and that each eta is > 0; the rest of
  * torch's check, 0 < etaminus < 1 < etaplus, is one value against
@@ -46,26 +51,18 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                   "the minimal and maximal step size (default 1e-6,50)", sizes);
   if (rc != 0)
     return rc;
-  void *mem = NULL;
-  rc = optim_new(host, sizeof(rprop), 2, lk_opt_double(o, "lr"), true, &mem);
-  if (rc != 0)
+  static const optim_spec spec = {.size = sizeof(rprop),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"prev", "step_size"}};
+  if ((rc = optim_create(host, o, &spec, 0, self)) != 0)
     return rc;
-  rprop *s = mem;
+  rprop *s = *self;
   s->etaminus = etas[0];
   s->etaplus = etas[1];
   s->step_size_min = sizes[0];
   s->step_size_max = sizes[1];
   s->maximize = lk_opt_bool(o, "maximize");
-  s->prev = s->c.bufs;
-  s->step_size = s->c.bufs + s->c.n;
-  rc = optim_param_states(&s->c, "prev", s->prev);
-  if (rc == 0)
-    rc = optim_param_states(&s->c, "step_size", s->step_size);
-  if (rc != 0) {
-    optim_destroy(s);
-    return rc;
-  }
-  *self = s;
   return 0;
 }
 
@@ -78,7 +75,7 @@ static int check_state(void *self) {
   if (rc != 0 || s->step_size_min < 0 || s->step_size_max < 0)
     return rc;
   for (size_t i = 0; rc == 0 && i < s->c.n; i++)
-    rc = lk_state_check(s->c.host, s->step_size[i], 0, DBL_MAX, false);
+    rc = lk_state_check(s->c.host, s->c.bufs[s->c.n + i], 0, DBL_MAX, false);
   return rc;
 }
 
@@ -102,10 +99,15 @@ static float clampf(float x, float lo, float hi) {
   return hi < x ? hi : x;
 }
 
-/* One parameter in double. FIRST: the step sizes start as LR. */
-FMA_CLONES static void update_f64(const rprop *s, bool first, double lr,
-                                  double *p, const double *grad, double *prev,
-                                  double *size, size_t numel) {
+/* One parameter in double: BUFS prev and step_size. */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const rprop *s = self;
+  double *p = pv, *prev = bufs[0], *size = bufs[1];
+  const double *grad = gv;
+  bool first = ((const rprop_scalars *)scalars)->first;
+  double lr = ((const rprop_scalars *)scalars)->lr;
   double minus = s->etaminus, plus = s->etaplus;
   double lo = s->step_size_min, hi = s->step_size_max;
   for (size_t k = 0; k < numel; k++) {
@@ -123,9 +125,14 @@ FMA_CLONES static void update_f64(const rprop *s, bool first, double lr,
 }
 
 /* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const rprop *s, bool first, double rate,
-                                  float *p, const float *grad, float *prev,
-                                  float *size, size_t numel) {
+FMA_CLONES static void update_f32(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const rprop *s = self;
+  float *p = pv, *prev = bufs[0], *size = bufs[1];
+  const float *grad = gv;
+  bool first = ((const rprop_scalars *)scalars)->first;
+  double rate = ((const rprop_scalars *)scalars)->lr;
   float minus = (float)s->etaminus, plus = (float)s->etaplus;
   float lo = (float)s->step_size_min, hi = (float)s->step_size_max;
   float lr = (float)rate;
@@ -146,26 +153,15 @@ FMA_CLONES static void update_f32(const rprop *s, bool first, double rate,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   rprop *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->prev);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   /* torch fills the step sizes with lr at the first step (its state init)
    * and counts steps per parameter; they all step together here. */
   double *count = s->c.step->data;
-  bool first = *count == 0;
+  rprop_scalars c = {*count == 0, optim_get_lr(s)};
   *count += 1;
-  double lr = optim_get_lr(s);
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    if (p->dtype == LK_F64)
-      update_f64(s, first, lr, p->data, p->grad, s->prev[i]->data,
-                 s->step_size[i]->data, p->numel);
-    else
-      update_f32(s, first, lr, p->data, p->grad, s->prev[i]->data,
-                 s->step_size[i]->data, p->numel);
-  }
+  optim_each(&s->c, params, &c, update_f64, update_f32);
   return 0;
 }
 
@@ -184,8 +180,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr};
+static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,

@@ -54,6 +54,7 @@ typedef struct sgd {
   bool nesterov, maximize;
   bool avx2;              /* the float loop may use AVX2 and FMA */
   bool kept;              /* the buffers and initialized exist */
+  bool first;             /* this step's buffers are empty and take d_p */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
 } sgd;
 
@@ -81,11 +82,12 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   /* torch keeps no buffer without momentum; with it, the buffers are host
    * state so that a resumed run continues with them. Room for them in any
    * case: a scheduler may make them (set_momentum). */
-  void *mem = NULL;
-  int rc = optim_new(host, sizeof(sgd), 1, lk_opt_double(o, "lr"), false, &mem);
+  static const optim_spec spec = {
+      .size = sizeof(sgd), .lists = 1, OPTIM_MOMENTUM};
+  int rc = optim_create(host, o, &spec, momentum, self);
   if (rc != 0)
     return rc;
-  sgd *s = mem;
+  sgd *s = *self;
   s->dampening = dampening;
   s->weight_decay = lk_opt_double(o, "weight_decay");
   s->nesterov = nesterov;
@@ -93,15 +95,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 #ifdef SGD_AVX2
   s->avx2 = cpu_has_avx2_fma();
 #endif
-  rc = optim_add_momentum(&s->c, "momentum", momentum, "momentum", INFINITY);
-  if (rc == 0 && momentum != 0 && (rc = make_buffers(&s->c)) == 0)
+  if (momentum != 0 && (rc = make_buffers(&s->c)) == 0)
     s->kept = true;
-  if (rc != 0) {
+  if (rc != 0)
     optim_destroy(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
+  return rc;
 }
 
 #if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
@@ -127,11 +125,15 @@ static int set_momentum(void *self, double momentum) {
 }
 #endif
 
-/* One parameter, in double, with momentum M. first: the buffer is empty
- * and takes d_p. */
-FMA_CLONES static void update_f64(const sgd *s, double m, double *p,
-                                  const double *g, double *buf, size_t numel,
-                                  bool first) {
+/* One parameter, in double, with the step's momentum (the scalars): BUFS
+ * its momentum buffer (unused while the momentum is 0). */
+FMA_CLONES static void update_f64(const void *self, const void *scalars,
+                                  void *pv, const void *gv, void *const *bufs,
+                                  size_t numel) {
+  const sgd *s = self;
+  double m = *(const double *)scalars, *p = pv, *buf = bufs[0];
+  bool first = s->first;
+  const double *g = gv;
   double lr = optim_get_lr((void *)s);
   double wd = s->weight_decay, keep = 1 - s->dampening;
   for (size_t k = 0; k < numel; k++) {
@@ -199,8 +201,12 @@ update_f32_avx2(const f32_coef *c, float *p, const float *g, float *buf,
 }
 #endif
 
-static void update_f32(const sgd *s, double m, float *p, const float *g,
-                       float *buf, size_t numel, bool first) {
+static void update_f32(const void *self, const void *scalars, void *pv,
+                       const void *gv, void *const *bufs, size_t numel) {
+  const sgd *s = self;
+  double m = *(const double *)scalars;
+  float *p = pv, *buf = bufs[0];
+  const float *g = gv;
   f32_coef c = {.wd = (float)s->weight_decay,
                 .m = (float)m,
                 .keep = (float)(1 - s->dampening),
@@ -209,7 +215,7 @@ static void update_f32(const sgd *s, double m, float *p, const float *g,
                 .momentum = m != 0,
                 .nesterov = s->nesterov,
                 .maximize = s->maximize,
-                .first = first};
+                .first = s->first};
 #ifdef SGD_AVX2
   if (s->avx2) {
     update_f32_avx2(&c, p, g, buf, numel);
@@ -222,10 +228,8 @@ static void update_f32(const sgd *s, double m, float *p, const float *g,
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   sgd *s = self;
-  if (closure && !isfinite(closure()))
-    return 0; /* the evaluation failed or gave no loss: leave params be */
-  int rc = optim_check_params(&s->c, params, n, s->kept ? s->c.bufs : NULL);
-  if (rc != 0)
+  int rc;
+  if (!optim_begin(&s->c, params, n, closure, &rc))
     return rc;
   double m = optim_get_momentum(s);
   if (m != 0 && !s->kept) /* set_momentum and check_state refuse it */
@@ -233,15 +237,8 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                    m);
   /* torch creates each buffer as a copy of d_p at the first step with
    * momentum != 0. */
-  bool first = m != 0 && ((double *)s->initialized->data)[0] == 0;
-  for (size_t i = 0; i < n; i++) {
-    lk_tensor *p = params[i];
-    void *buf = m != 0 ? s->c.bufs[i]->data : NULL;
-    if (p->dtype == LK_F64)
-      update_f64(s, m, p->data, p->grad, buf, p->numel, first);
-    else
-      update_f32(s, m, p->data, p->grad, buf, p->numel, first);
-  }
+  s->first = m != 0 && ((double *)s->initialized->data)[0] == 0;
+  optim_each(&s->c, params, &m, update_f64, update_f32);
   if (m != 0)
     ((double *)s->initialized->data)[0] = 1;
   return 0;

@@ -14,7 +14,8 @@ typedef struct constant {
 } constant;
 
 /* torch's recursive get_lr at last_epoch E. */
-static int apply(constant *s, int64_t e) {
+static int apply(void *self, int64_t e) {
+  constant *s = self;
   if (e == 0)
     return sched_set_lr(&s->c, sched_lr(&s->c) * s->factor);
   if (e != s->total_iters)
@@ -22,41 +23,27 @@ static int apply(constant *s, int64_t e) {
   return sched_set_lr(&s->c, sched_lr(&s->c) * (1.0 / s->factor));
 }
 
-/* torch's initial step: lr * factor. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc = sched_new(host, o, sizeof(constant), &mem);
-  if (rc != 0)
-    return rc;
-  constant *s = mem;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  constant *s = self;
+  (void)host;
   s->factor = lk_opt_double(o, "factor");
   s->total_iters = lk_opt_int(o, "total_iters");
-  if ((rc = apply(s, 0)) != 0) {
-    free(s);
-    return rc;
-  }
-  *self = s;
   return 0;
-}
-
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
-  constant *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
 }
 
 /* torch's step(0): base_lr * (factor + (0 >= total_iters) * (1 - factor)),
  * where a false comparison is 0. */
-static int restart(void *self, bool closed_form) {
+static double closed(void *self) {
   constant *s = self;
-  sched_rewind(&s->c);
-  if (!closed_form)
-    return apply(s, 0);
   double f = s->factor, past = 0 >= s->total_iters ? 1 - f : 0.;
-  return sched_set_lr(&s->c, sched_base_lr(&s->c) * (f + past));
+  return sched_base_lr(&s->c) * (f + past);
+}
+
+static const sched_kind kind = {sizeof(constant), init, apply, closed, NULL};
+
+/* torch's initial step: lr * factor. */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -73,9 +60,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -85,7 +69,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "total_iters, as torch's ConstantLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

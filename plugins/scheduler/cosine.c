@@ -13,24 +13,18 @@ typedef struct cosine {
   double eta_min;
 } cosine;
 
-/* torch's initial step (last_epoch 0) leaves the rate as it is. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = sched_new(host, o, sizeof(cosine), self);
-  if (rc == 0) {
-    cosine *s = *self;
-    s->t_max = lk_opt_int(o, "T_max");
-    s->eta_min = lk_opt_double(o, "eta_min");
-  }
-  return rc;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  cosine *s = self;
+  (void)host;
+  s->t_max = lk_opt_int(o, "T_max");
+  s->eta_min = lk_opt_double(o, "eta_min");
+  return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+/* torch's initial step (last_epoch 0) leaves the rate as it is. */
+static int apply(void *self, int64_t e) {
   cosine *s = self;
-  int64_t e;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &e))
+  if (e == 0)
     return 0;
   double t = (double)s->t_max, lr = sched_lr(&s->c), eta = s->eta_min;
   /* torch's branch for `_step_count == 1 and last_epoch > 0` only serves a
@@ -48,16 +42,17 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
 }
 
 /* torch's step(0) is its closed form at epoch 0, eta_min + (base_lr -
- * eta_min) * (1 + cos(0)) / 2, which need not round to base_lr; its
- * initial step leaves the rate as it is. */
-static int restart(void *self, bool closed_form) {
+ * eta_min) * (1 + cos(0)) / 2, which need not round to base_lr. */
+static double closed(void *self) {
   cosine *s = self;
-  sched_rewind(&s->c);
-  if (!closed_form)
-    return 0;
   double eta = s->eta_min, t = (double)s->t_max;
-  return sched_set_lr(&s->c, eta + (sched_base_lr(&s->c) - eta) *
-                                       (1 + cos(SCHED_PI * 0. / t)) / 2);
+  return eta + (sched_base_lr(&s->c) - eta) * (1 + cos(SCHED_PI * 0. / t)) / 2;
+}
+
+static const sched_kind kind = {sizeof(cosine), init, apply, closed, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -72,9 +67,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -84,7 +76,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "CosineAnnealingLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

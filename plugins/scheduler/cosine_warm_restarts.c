@@ -25,44 +25,40 @@ static double *t_i(warm_restarts *s) {
   return s->t_i->data;
 }
 
-/* torch's get_lr. */
-static int apply(warm_restarts *s) {
+/* torch's step at epoch E: at 0 (its initial step, and step(0)) T_i =
+ * T_0, T_cur = 0; then T_cur + 1, a restart when it reaches T_i. The rate
+ * is torch's get_lr, eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur /
+ * T_i)) / 2. */
+static int apply(void *self, int64_t e) {
+  warm_restarts *s = self;
   double eta = s->eta_min;
+  if (e == 0) {
+    *t_cur(s) = 0;
+    *t_i(s) = (double)s->t_0;
+  } else if ((*t_cur(s) += 1) >= *t_i(s)) {
+    *t_cur(s) -= *t_i(s);
+    *t_i(s) *= (double)s->t_mult;
+  }
   return sched_set_lr(&s->c,
                       eta + (sched_base_lr(&s->c) - eta) *
                                 (1 + cos(SCHED_PI * *t_cur(s) / *t_i(s))) / 2);
 }
 
-/* torch's step at epoch 0 (its initial step, and step(0)): T_i = T_0,
- * T_cur = 0, the rate eta_min + (base_lr - eta_min) * (1 + cos(0)) / 2. */
-static int restart(void *self, bool closed_form) {
+static int init(void *self, lk_host *host, const lk_options *o) {
   warm_restarts *s = self;
-  (void)closed_form; /* the same step either way */
-  sched_rewind(&s->c);
-  *t_cur(s) = 0;
-  *t_i(s) = (double)s->t_0;
-  return apply(s);
-}
-
-static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc = sched_new(host, o, sizeof(warm_restarts), &mem);
-  if (rc != 0)
-    return rc;
-  warm_restarts *s = mem;
   size_t one = 1;
   s->t_0 = lk_opt_int(o, "T_0");
   s->t_mult = lk_opt_int(o, "T_mult");
   s->eta_min = lk_opt_double(o, "eta_min");
-  if ((rc = lk_host_add_state(host, "T_cur", LK_F64, 1, &one, &s->t_cur)) !=
-          0 ||
-      (rc = lk_host_add_state(host, "T_i", LK_F64, 1, &one, &s->t_i)) != 0 ||
-      (rc = restart(s, false)) != 0) {
-    free(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
+  int rc = lk_host_add_state(host, "T_cur", LK_F64, 1, &one, &s->t_cur);
+  return rc ? rc : lk_host_add_state(host, "T_i", LK_F64, 1, &one, &s->t_i);
+}
+
+/* A restart is the same step whether closed_form or not. */
+static const sched_kind kind = {sizeof(warm_restarts), init, apply, NULL, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 /* T_cur counts within the cycle, T_i (T_0 * T_mult ** k, which may pass
@@ -78,24 +74,6 @@ static int check_state(void *self) {
   return rc;
 }
 
-/* torch's step() without an epoch: T_cur + 1, a restart when it reaches
- * T_i. */
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
-  warm_restarts *s = self;
-  int64_t e;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &e))
-    return 0;
-  *t_cur(s) += 1;
-  if (*t_cur(s) >= *t_i(s)) {
-    *t_cur(s) -= *t_i(s);
-    *t_i(s) *= (double)s->t_mult;
-  }
-  return apply(s);
-}
-
 static const lk_option options[] = {
     {"T_0", LK_OPT_INT, NULL, "number of iterations for the first restart",
      "[1, inf)"},
@@ -106,9 +84,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -118,7 +93,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "CosineAnnealingWarmRestarts",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = check_state,
 };

@@ -18,6 +18,7 @@
  * loopkit cycles whatever lk_host_momentum reaches (beta1 of the adam
  * family), as the later torch does. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 
@@ -45,7 +46,8 @@ static double scale_fn(const cyclic *s, double x) {
 }
 
 /* torch's get_lr at last_epoch E, and its side effect on the momentum. */
-static int apply(cyclic *s, int64_t e) {
+static int apply(void *self, int64_t e) {
+  cyclic *s = self;
   double it = (double)e;
   double cycle = floor(1 + it / s->total_size);
   double x = 1. + it / s->total_size - cycle;
@@ -63,25 +65,14 @@ static int apply(cyclic *s, int64_t e) {
   return sched_set_lr(&s->c, lr);
 }
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  double base_lr = lk_opt_double(o, "base_lr");
-  bool cycle_momentum = lk_opt_bool(o, "cycle_momentum");
-  /* torch sets the rate (and the momentum) before its base class's
-   * constructor, whose setdefault may take it as initial_lr. */
-  int rc = cycle_momentum ? sched_need_momentum(host) : 0;
-  if (rc == 0)
-    rc = lk_host_set_lr(host, base_lr);
-  if (rc == 0 && cycle_momentum)
-    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
-  void *mem = NULL;
-  if (rc != 0 || (rc = sched_new(host, o, sizeof(cyclic), &mem)) != 0)
-    return rc;
-  cyclic *s = mem;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  cyclic *s = self;
   const char *mode = lk_opt_string(o, "mode");
   const char *scale_mode = lk_opt_string(o, "scale_mode");
   int64_t up = lk_opt_int(o, "step_size_up");
   int64_t down = lk_opt_int(o, "step_size_down");
-  s->base_lr = base_lr;
+  (void)host;
+  s->base_lr = lk_opt_double(o, "base_lr");
   s->max_lr = lk_opt_double(o, "max_lr");
   s->gamma = lk_opt_double(o, "gamma");
   s->total_size = (double)up + (double)(down < 0 ? up : down);
@@ -91,34 +82,27 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                                          : TRIANGULAR;
   s->on_cycle = !strcmp(scale_mode, "mode") ? s->mode != EXP_RANGE
                                             : !strcmp(scale_mode, "cycle");
-  s->cycle_momentum = cycle_momentum;
+  s->cycle_momentum = lk_opt_bool(o, "cycle_momentum");
   s->base_momentum = lk_opt_double(o, "base_momentum");
   s->max_momentum = lk_opt_double(o, "max_momentum");
   /* torch's base_lrs are base_lr, whatever initial_lr is. */
-  *(double *)s->c.base_lr->data = base_lr;
-  if ((rc = apply(s, 0)) != 0) {
-    free(s);
-    return rc;
-  }
-  *self = s;
+  *(double *)s->c.base_lr->data = s->base_lr;
   return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
-  cyclic *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
-}
-
 /* No closed form: torch's step(0) is get_lr at 0, as its initial step. */
-static int restart(void *self, bool closed_form) {
-  cyclic *s = self;
-  (void)closed_form;
-  sched_rewind(&s->c);
-  return apply(s, 0);
+static const sched_kind kind = {sizeof(cyclic), init, apply, NULL, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  bool cycle_momentum = lk_opt_bool(o, "cycle_momentum");
+  /* torch sets the rate (and the momentum) before its base class's
+   * constructor, whose setdefault may take it as initial_lr. */
+  int rc = cycle_momentum ? sched_need_momentum(host) : 0;
+  if (rc == 0)
+    rc = lk_host_set_lr(host, lk_opt_double(o, "base_lr"));
+  if (rc == 0 && cycle_momentum)
+    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
+  return rc ? rc : sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -169,9 +153,6 @@ static const lk_option options[] = {
      "step|epoch"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -181,7 +162,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "bounds, as torch's CyclicLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

@@ -11,32 +11,28 @@ typedef struct exponential {
   double gamma;
 } exponential;
 
-/* torch's initial step leaves the rate as it is. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = sched_new(host, o, sizeof(exponential), self);
-  if (rc == 0)
-    ((exponential *)*self)->gamma = lk_opt_double(o, "gamma");
-  return rc;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  (void)host;
+  ((exponential *)self)->gamma = lk_opt_double(o, "gamma");
+  return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+/* torch's initial step leaves the rate as it is. */
+static int apply(void *self, int64_t e) {
   exponential *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &epoch))
-    return 0;
-  return sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
+  return e == 0 ? 0 : sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
 }
 
 /* torch's step(0): the closed form base_lr * gamma ** 0. */
-static int restart(void *self, bool closed_form) {
+static double closed(void *self) {
   exponential *s = self;
-  sched_rewind(&s->c);
-  return closed_form
-             ? sched_set_lr(&s->c, sched_base_lr(&s->c) * pow(s->gamma, 0.))
-             : 0;
+  return sched_base_lr(&s->c) * pow(s->gamma, 0.);
+}
+
+static const sched_kind kind = {sizeof(exponential), init, apply, closed, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -47,9 +43,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -59,7 +52,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "torch's ExponentialLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

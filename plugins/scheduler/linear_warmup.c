@@ -13,32 +13,20 @@ typedef struct linear_warmup {
   int64_t total_iters;
 } linear_warmup;
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  double start = lk_opt_double(o, "start_factor");
-  void *mem = NULL;
-  int rc = sched_new(host, o, sizeof(linear_warmup), &mem);
-  if (rc != 0)
-    return rc;
-  linear_warmup *s = mem;
-  s->start = start;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  linear_warmup *s = self;
+  (void)host;
+  s->start = lk_opt_double(o, "start_factor");
   s->end = lk_opt_double(o, "end_factor");
   s->total_iters = lk_opt_int(o, "total_iters");
-  if ((rc = sched_set_lr(&s->c, sched_lr(&s->c) * start)) != 0) {
-    free(s);
-    return rc; /* torch's initial step: lr * start_factor */
-  }
-  *self = s;
   return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+/* torch's initial step: lr * start_factor, from the rate now. */
+static int apply(void *self, int64_t e) {
   linear_warmup *s = self;
-  int64_t e;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &e))
-    return 0;
+  if (e == 0)
+    return sched_set_lr(&s->c, sched_lr(&s->c) * s->start);
   if (e > s->total_iters)
     return 0;
   double d = s->end - s->start;
@@ -47,17 +35,19 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
   return sched_set_lr(&s->c, sched_lr(&s->c) * ratio);
 }
 
-/* torch's initial step again: lr * start_factor from the rate now; its
- * step(0): the closed form, base_lr * (start_factor + (end_factor -
+/* torch's step(0): the closed form, base_lr * (start_factor + (end_factor -
  * start_factor) * min(total_iters, 0) / total_iters). */
-static int restart(void *self, bool closed_form) {
+static double closed(void *self) {
   linear_warmup *s = self;
-  sched_rewind(&s->c);
-  if (!closed_form)
-    return sched_set_lr(&s->c, sched_lr(&s->c) * s->start);
   double t = (double)s->total_iters;
-  return sched_set_lr(&s->c, sched_base_lr(&s->c) *
-                                 (s->start + (s->end - s->start) * 0. / t));
+  return sched_base_lr(&s->c) * (s->start + (s->end - s->start) * 0. / t);
+}
+
+static const sched_kind kind = {sizeof(linear_warmup), init, apply, closed,
+                                NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -75,9 +65,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -87,7 +74,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "warm-up), as torch's LinearLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

@@ -15,10 +15,8 @@ typedef struct multistep {
   size_t n;
 } multistep;
 
-static void destroy(void *self) {
-  multistep *s = self;
-  free(s->milestones);
-  free(s);
+static void fini(void *self) {
+  free(((multistep *)self)->milestones);
 }
 
 /* How many milestones are E (torch's self.milestones[E]), or at most E
@@ -31,47 +29,29 @@ static double count(const multistep *s, int64_t e, bool up_to) {
 }
 
 /* torch's recursive get_lr at last_epoch E. */
-static int apply(multistep *s, int64_t e) {
+static int apply(void *self, int64_t e) {
+  multistep *s = self;
   double k = count(s, e, false);
   return k == 0 ? 0 : sched_set_lr(&s->c, sched_lr(&s->c) * pow(s->gamma, k));
 }
 
-/* torch's initial step: a milestone 0 decays at once. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  void *mem = NULL;
-  int rc = sched_new(host, o, sizeof(multistep), &mem);
-  if (rc != 0)
-    return rc;
-  multistep *s = mem;
-  s->gamma = lk_opt_double(o, "gamma");
-  rc = sched_int_list(host, o, "milestones", 0, false, &s->milestones, &s->n);
-  if (rc == 0)
-    rc = apply(s, 0);
-  if (rc != 0) {
-    destroy(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
-}
-
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+static int init(void *self, lk_host *host, const lk_options *o) {
   multistep *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
+  s->gamma = lk_opt_double(o, "gamma");
+  return sched_int_list(host, o, "milestones", 0, false, &s->milestones, &s->n);
 }
 
 /* torch's step(0): base_lr * gamma ** bisect_right(sorted milestones, 0). */
-static int restart(void *self, bool closed_form) {
+static double closed(void *self) {
   multistep *s = self;
-  sched_rewind(&s->c);
-  if (!closed_form)
-    return apply(s, 0);
-  return sched_set_lr(&s->c,
-                      sched_base_lr(&s->c) * pow(s->gamma, count(s, 0, true)));
+  return sched_base_lr(&s->c) * pow(s->gamma, count(s, 0, true));
+}
+
+static const sched_kind kind = {sizeof(multistep), init, apply, closed, fini};
+
+/* torch's initial step: a milestone 0 decays at once. */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -86,9 +66,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -98,7 +75,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "torch's MultiStepLR",
     .options = options,
     .create = create,
-    .destroy = destroy,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

@@ -12,6 +12,7 @@
  * before create. Stepping more than total_steps times (torch's
  * ValueError) fails the run, naming the scheduler. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 
@@ -44,7 +45,8 @@ static double anneal(const onecycle *s, double start, double end, double pct) {
 }
 
 /* torch's get_lr at step STEP_NUM, and its side effect on the momentum. */
-static int apply(onecycle *s, int64_t step_num) {
+static int apply(void *self, int64_t step_num) {
+  onecycle *s = self;
   if (step_num > s->total_steps)
     return lk_fail(s->c.host, LK_EPLUGIN,
                    "tried to step %lld times; the specified number of total "
@@ -126,52 +128,43 @@ static void make_phases(onecycle *s, double pct_start, bool three_phase) {
   }
 }
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int64_t total = 0;
-  bool cycle_momentum = lk_opt_bool(o, "cycle_momentum");
-  int rc = total_steps(host, o, &total);
-  if (rc == 0 && cycle_momentum)
-    rc = sched_need_momentum(host);
+static int init(void *self, lk_host *host, const lk_options *o) {
+  onecycle *s = self;
   double max_lr = lk_opt_double(o, "max_lr");
   double initial = max_lr / lk_opt_double(o, "div_factor");
-  /* torch sets the group's initial_lr (which its base class's setdefault
-   * then keeps), and the momentum to max_momentum. base_momentum is set
-   * first, so that an optimizer that cannot take it (beta1 >= 1) refuses
-   * it now rather than at the cycle's peak. */
-  if (rc == 0)
-    rc = lk_host_set_initial_lr(host, initial);
-  if (rc == 0 && cycle_momentum)
-    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
-  if (rc == 0 && cycle_momentum)
-    rc = lk_host_set_momentum(host, lk_opt_double(o, "max_momentum"));
-  void *mem = NULL;
-  if (rc != 0 || (rc = sched_new(host, o, sizeof(onecycle), &mem)) != 0)
-    return rc;
-  onecycle *s = mem;
-  s->total_steps = total;
+  int rc = total_steps(host, o, &s->total_steps);
   s->cos_anneal = strcmp(lk_opt_string(o, "anneal_strategy"), "cos") == 0;
-  s->cycle_momentum = cycle_momentum;
+  s->cycle_momentum = lk_opt_bool(o, "cycle_momentum");
   s->rate[INITIAL] = initial;
   s->rate[MAX] = max_lr;
   s->rate[MIN] = initial / lk_opt_double(o, "final_div_factor");
   s->momentum[MAX_M] = lk_opt_double(o, "max_momentum");
   s->momentum[BASE_M] = lk_opt_double(o, "base_momentum");
   make_phases(s, lk_opt_double(o, "pct_start"), lk_opt_bool(o, "three_phase"));
-  if ((rc = apply(s, 0)) != 0) {
-    free(s);
-    return rc;
-  }
-  *self = s;
-  return 0;
+  return rc;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
-  onecycle *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  return sched_tick(&s->c, when, &epoch) ? apply(s, epoch) : 0;
+/* No closed form: torch's step(0) is get_lr at 0, as its initial step. */
+static const sched_kind kind = {sizeof(onecycle), init, apply, NULL, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  int64_t total = 0;
+  bool cycle_momentum = lk_opt_bool(o, "cycle_momentum");
+  int rc = total_steps(host, o, &total);
+  if (rc == 0 && cycle_momentum)
+    rc = sched_need_momentum(host);
+  /* torch sets the group's initial_lr (which its base class's setdefault
+   * then keeps), and the momentum to max_momentum. base_momentum is set
+   * first, so that an optimizer that cannot take it (beta1 >= 1) refuses
+   * it now rather than at the cycle's peak. */
+  if (rc == 0)
+    rc = lk_host_set_initial_lr(host, lk_opt_double(o, "max_lr") /
+                                          lk_opt_double(o, "div_factor"));
+  if (rc == 0 && cycle_momentum)
+    rc = lk_host_set_momentum(host, lk_opt_double(o, "base_momentum"));
+  if (rc == 0 && cycle_momentum)
+    rc = lk_host_set_momentum(host, lk_opt_double(o, "max_momentum"));
+  return rc ? rc : sched_create(host, o, &kind, self);
 }
 
 /* At most total_steps + 1 step() calls: torch's ValueError past that. */
@@ -181,14 +174,6 @@ static int check_state(void *self) {
   return rc ? rc
             : lk_state_check(s->c.host, s->c.last_epoch, 0,
                              (double)s->total_steps, true);
-}
-
-/* No closed form: torch's step(0) is get_lr at 0, as its initial step. */
-static int restart(void *self, bool closed_form) {
-  onecycle *s = self;
-  (void)closed_form;
-  sched_rewind(&s->c);
-  return apply(s, 0);
 }
 
 static const lk_option options[] = {
@@ -244,9 +229,6 @@ static const lk_option options[] = {
      "step|epoch"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -256,7 +238,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "torch's OneCycleLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = check_state,
 };

@@ -13,24 +13,18 @@ typedef struct polynomial {
   double power;
 } polynomial;
 
-/* torch's initial step leaves the rate as it is. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = sched_new(host, o, sizeof(polynomial), self);
-  if (rc == 0) {
-    polynomial *s = *self;
-    s->total_iters = lk_opt_int(o, "total_iters");
-    s->power = lk_opt_double(o, "power");
-  }
-  return rc;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  polynomial *s = self;
+  (void)host;
+  s->total_iters = lk_opt_int(o, "total_iters");
+  s->power = lk_opt_double(o, "power");
+  return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+/* torch's initial step leaves the rate as it is. */
+static int apply(void *self, int64_t e) {
   polynomial *s = self;
-  int64_t e;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &e) || e > s->total_iters)
+  if (e == 0 || e > s->total_iters)
     return 0;
   double t = (double)s->total_iters;
   double decay =
@@ -40,14 +34,16 @@ static int step(void *self, lk_interval when, const lk_metric *metrics,
 
 /* torch's step(0): base_lr * (1.0 - min(total_iters, 0) / total_iters) **
  * power. */
-static int restart(void *self, bool closed_form) {
+static double closed(void *self) {
   polynomial *s = self;
-  sched_rewind(&s->c);
-  if (!closed_form)
-    return 0;
   double t = (double)s->total_iters;
-  return sched_set_lr(&s->c,
-                      sched_base_lr(&s->c) * pow(1.0 - 0. / t, s->power));
+  return sched_base_lr(&s->c) * pow(1.0 - 0. / t, s->power);
+}
+
+static const sched_kind kind = {sizeof(polynomial), init, apply, closed, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -64,9 +60,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -76,7 +69,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "as torch's PolynomialLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

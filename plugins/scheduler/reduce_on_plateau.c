@@ -9,6 +9,7 @@
  * epoch's mean "loss" and "val_*" after an epoch. A monitor that is not
  * there is an error, not a silent no-op. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "scheduler_common.h"
 
@@ -44,12 +45,11 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (rc != 0)
     return rc;
   plateau *s = mem;
-  size_t len = strlen(monitor) + 1, one = 1;
-  if (!(s->monitor = malloc(len))) {
+  size_t one = 1;
+  if (!(s->monitor = strdup(monitor))) {
     free(s);
     return lk_fail(host, LK_ENOMEM, "out of memory");
   }
-  memcpy(s->monitor, monitor, len);
   s->max = strcmp(lk_opt_string(o, "mode"), "max") == 0;
   s->rel = strcmp(lk_opt_string(o, "threshold_mode"), "rel") == 0;
   s->factor = lk_opt_double(o, "factor");

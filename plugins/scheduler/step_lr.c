@@ -12,36 +12,33 @@ typedef struct step_lr {
   double gamma;
 } step_lr;
 
-/* torch's initial step leaves the rate as it is. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  int rc = sched_new(host, o, sizeof(step_lr), self);
-  if (rc == 0) {
-    step_lr *s = *self;
-    s->step_size = lk_opt_int(o, "step_size");
-    s->gamma = lk_opt_double(o, "gamma");
-  }
-  return rc;
+static int init(void *self, lk_host *host, const lk_options *o) {
+  step_lr *s = self;
+  (void)host;
+  s->step_size = lk_opt_int(o, "step_size");
+  s->gamma = lk_opt_double(o, "gamma");
+  return 0;
 }
 
-static int step(void *self, lk_interval when, const lk_metric *metrics,
-                size_t n) {
+/* torch's initial step leaves the rate as it is. */
+static int apply(void *self, int64_t e) {
   step_lr *s = self;
-  int64_t epoch;
-  (void)metrics;
-  (void)n;
-  if (!sched_tick(&s->c, when, &epoch) || epoch % s->step_size != 0)
+  if (e == 0 || e % s->step_size != 0)
     return 0;
   return sched_set_lr(&s->c, sched_lr(&s->c) * s->gamma);
 }
 
 /* torch's step(0) is the closed form base_lr * gamma ** (0 // step_size),
- * base_lr itself; its initial step leaves the rate as it is. */
-static int restart(void *self, bool closed_form) {
+ * base_lr itself. */
+static double closed(void *self) {
   step_lr *s = self;
-  sched_rewind(&s->c);
-  return closed_form
-             ? sched_set_lr(&s->c, sched_base_lr(&s->c) * pow(s->gamma, 0.))
-             : 0;
+  return sched_base_lr(&s->c) * pow(s->gamma, 0.);
+}
+
+static const sched_kind kind = {sizeof(step_lr), init, apply, closed, NULL};
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  return sched_create(host, o, &kind, self);
 }
 
 static const lk_option options[] = {
@@ -53,9 +50,6 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_scheduler_ops scheduler_ops = {.step = step,
-                                               .restart = restart};
-
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .abi_version = LK_ABI_VERSION,
     .size = sizeof(lk_descriptor),
@@ -65,7 +59,7 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
                "epochs, as torch's StepLR",
     .options = options,
     .create = create,
-    .destroy = free,
-    .scheduler = &scheduler_ops,
+    .destroy = sched_destroy,
+    .scheduler = &sched_ops,
     .check_state = sched_check_state,
 };

@@ -160,161 +160,7 @@ static inline num pymin(bool f32, num a, num b) {
       (m) = (m) != (m) ? (m) : a_;                                             \
   } while (0)
 
-#define KERNELS(TY, SFX, FMA, LANES, ATTR)                                     \
-  ATTR static double maxabs_##SFX(const TY *v, size_t n) {                     \
-    double m = 0;                                                              \
-    for (size_t k = 0; k < n; k++)                                             \
-      MAXABS(m, v[k]);                                                         \
-    return m;                                                                  \
-  }                                                                            \
-                                                                               \
-  /* The parameters' gradients into g; returns max |g|, and g . d if d. */     \
-  ATTR static double gather_##SFX(const lbfgs *s, TY *g, const TY *d,          \
-                                  double *gd) {                                \
-    double m = 0;                                                              \
-    TY acc = 0;                                                                \
-    for (size_t i = 0, off = 0; i < s->n_params; i++) {                        \
-      const TY *src = s->params[i]->grad;                                      \
-      size_t numel = s->params[i]->numel;                                      \
-      TY *dst = g + off;                                                       \
-      for (size_t k = 0; k < numel; k++) {                                     \
-        dst[k] = src[k];                                                       \
-        MAXABS(m, src[k]);                                                     \
-      }                                                                        \
-      if (d)                                                                   \
-        for (size_t k = 0; k < numel; k++)                                     \
-          acc += dst[k] * d[off + k];                                          \
-      off += numel;                                                            \
-    }                                                                          \
-    if (gd)                                                                    \
-      *gd = acc;                                                               \
-    return m;                                                                  \
-  }                                                                            \
-                                                                               \
-  /* params = fma(t, d, base), base = x0, or the params themselves. */         \
-  ATTR static void move_##SFX(const lbfgs *s, double t, const TY *d,           \
-                              const TY *base) {                                \
-    TY tt = (TY)t;                                                             \
-    for (size_t i = 0, off = 0; i < s->n_params; i++) {                        \
-      TY *p = s->params[i]->data;                                              \
-      const TY *b = base ? base + off : p;                                     \
-      const TY *dd = d + off;                                                  \
-      size_t numel = s->params[i]->numel;                                      \
-      for (size_t k = 0; k < numel; k++)                                       \
-        p[k] = FMA(tt, dd[k], b[k]);                                           \
-      off += numel;                                                            \
-    }                                                                          \
-  }                                                                            \
-                                                                               \
-  /* y = g - pg and s = d * t, for ys = y . s and yy = y . y; stored into      \
-   * Y and S when they are not NULL. */                                        \
-  ATTR static void pair_##SFX(const TY *g, const TY *pg, const TY *d,          \
-                              double t, size_t n, TY *Y, TY *S, double *ys,    \
-                              double *yy) {                                    \
-    TY tt = (TY)t, a = 0, b = 0;                                               \
-    for (size_t k = 0; k < n; k++) {                                           \
-      TY y = g[k] - pg[k], st = d[k] * tt;                                     \
-      a += y * st;                                                             \
-      b += y * y;                                                              \
-      if (Y) {                                                                 \
-        Y[k] = y;                                                              \
-        S[k] = st;                                                             \
-      }                                                                        \
-    }                                                                          \
-    *ys = a;                                                                   \
-    *yy = b;                                                                   \
-  }                                                                            \
-                                                                               \
-  /* d = -g, and g . d. */                                                     \
-  ATTR static double negate_##SFX(const TY *g, TY *d, size_t n) {              \
-    TY acc = 0;                                                                \
-    for (size_t k = 0; k < n; k++) {                                           \
-      d[k] = -g[k];                                                            \
-      acc += g[k] * d[k];                                                      \
-    }                                                                          \
-    return acc;                                                                \
-  }                                                                            \
-                                                                               \
-  /* v = FMA(a, x, v), then next . v: one pass for an update of the            \
-   * two-loop recursion and the dot product that follows it. */                \
-  ATTR static double update_##SFX(TY *v, double a, const TY *x,                \
-                                  const TY *next, size_t n) {                  \
-    TY aa = (TY)a, acc = 0;                                                    \
-    for (size_t k = 0; k < n; k++) {                                           \
-      v[k] = FMA(aa, x[k], v[k]);                                              \
-      acc += next[k] * v[k];                                                   \
-    }                                                                          \
-    return acc;                                                                \
-  }                                                                            \
-                                                                               \
-  /* The turn of the recursion: v = FMA(a, x, v) * h (x NULL: v * h), then     \
-   * next . v. */                                                              \
-  ATTR static double turn_##SFX(TY *v, double a, const TY *x, double h,        \
-                                const TY *next, size_t n) {                    \
-    TY aa = (TY)a, hh = (TY)h, acc = 0;                                        \
-    for (size_t k = 0; k < n; k++) {                                           \
-      v[k] = (x ? FMA(aa, x[k], v[k]) : v[k]) * hh;                            \
-      acc += next[k] * v[k];                                                   \
-    }                                                                          \
-    return acc;                                                                \
-  }                                                                            \
-                                                                               \
-  /* -g into v, then next . v. */                                              \
-  ATTR static double start_##SFX(TY *v, const TY *g, const TY *next,           \
-                                 size_t n) {                                   \
-    TY acc = 0;                                                                \
-    for (size_t k = 0; k < n; k++) {                                           \
-      v[k] = -g[k];                                                            \
-      acc += next[k] * v[k];                                                   \
-    }                                                                          \
-    return acc;                                                                \
-  }                                                                            \
-                                                                               \
-  /* Tensor.sum of |v| (torch's vectorized_inner_sum: LANES-wide vectors,      \
-   * four of them interleaved, each lane a cascade of four levels). */         \
-  ATTR static double abssum_##SFX(const TY *v, size_t n) {                     \
-    size_t vecs = n / LANES, rows = vecs / 4;                                  \
-    unsigned level = 0;                                                        \
-    while (((size_t)1 << level) < rows)                                        \
-      level++;                                                                 \
-    level = level / 4 < 4 ? 4 : level / 4;                                     \
-    size_t stride = (size_t)1 << level;                                        \
-    TY lane[LANES];                                                            \
-    for (size_t l = 0; l < LANES; l++) {                                       \
-      TY acc[4][4] = {{0}};                                                    \
-      size_t i = 0;                                                            \
-      while (i + stride <= rows) {                                             \
-        for (size_t j = 0; j < stride; j++, i++)                               \
-          for (size_t c = 0; c < 4; c++)                                       \
-            acc[0][c] += (TY)fabs((double)v[(4 * i + c) * LANES + l]);         \
-        for (unsigned j = 1; j < 4; j++) {                                     \
-          for (size_t c = 0; c < 4; c++) {                                     \
-            acc[j][c] += acc[j - 1][c];                                        \
-            acc[j - 1][c] = 0;                                                 \
-          }                                                                    \
-          if (i & ((stride - 1) << (j * level)))                               \
-            break;                                                             \
-        }                                                                      \
-      }                                                                        \
-      for (; i < rows; i++)                                                    \
-        for (size_t c = 0; c < 4; c++)                                         \
-          acc[0][c] += (TY)fabs((double)v[(4 * i + c) * LANES + l]);           \
-      for (unsigned j = 1; j < 4; j++)                                         \
-        for (size_t c = 0; c < 4; c++)                                         \
-          acc[0][c] += acc[j][c];                                              \
-      for (size_t k = rows * 4; k < vecs; k++)                                 \
-        acc[0][0] += (TY)fabs((double)v[k * LANES + l]);                       \
-      for (size_t c = 1; c < 4; c++)                                           \
-        acc[0][0] += acc[0][c];                                                \
-      lane[l] = acc[0][0];                                                     \
-    }                                                                          \
-    TY total = 0;                                                              \
-    for (size_t k = vecs * LANES; k < n; k++)                                  \
-      total += (TY)fabs((double)v[k]);                                         \
-    for (size_t l = 0; l < LANES; l++)                                         \
-      total += lane[l];                                                        \
-    return total;                                                              \
-  }
+/* The kernels, one copy per variant: lbfgs_kernels.h. */
 
 /* fma() is a call into libm unless the compiler may use the instruction:
  * where the CPU has it, the same kernels compiled for it (same results,
@@ -337,10 +183,20 @@ static bool cpu_has_fma(void) {
 }
 #endif
 
-KERNELS(double, f64, fma, 4, )
-KERNELS(float, f32, fmaf, 8, )
-KERNELS(double, f64_hw, fma, 4, HW_FMA)
-KERNELS(float, f32_hw, fmaf, 8, HW_FMA)
+#define LB_F32 0 /* f64 */
+#define LB_SFX f64
+#include "lbfgs_kernels.h"
+#define LB_F32 1 /* f32 */
+#define LB_SFX f32
+#include "lbfgs_kernels.h"
+#define LB_F32 0 /* f64 with the fma instruction */
+#define LB_SFX f64_hw
+#define LB_ATTR HW_FMA
+#include "lbfgs_kernels.h"
+#define LB_F32 1 /* f32 with it */
+#define LB_SFX f32_hw
+#define LB_ATTR HW_FMA
+#include "lbfgs_kernels.h"
 
 #define CALL(v, name, ...)                                                     \
   ((v) == 3   ? name##_f32_hw(__VA_ARGS__)                                     \
@@ -565,88 +421,109 @@ ALWAYS_INLINE num cubic(bool f32, num x1, double f1, num g1, num x2, double f2,
   return pymin(f32, pymax(f32, min_pos, xmin), xmax);
 }
 
-/* torch's _strong_wolfe from x0 along d, starting at step *t, with loss f,
- * gradient in pool buffer *g and directional derivative gtd. On return *t,
- * *f and *g are the point chosen; *evals counts the closure calls. Returns
- * false if the closure gave NaN. */
-ALWAYS_INLINE bool strong_wolfe(lbfgs *s, int v, lk_closure_fn closure, num *t,
-                                double *f, int *g, num gtd, int64_t *evals) {
+/* torch's _strong_wolfe as it goes: where it started (loss f, gradient in
+ * pool buffer g, directional derivative gtd), the step t it tries, its
+ * bracket (len points: step, loss, gradient buffer, derivative), and its
+ * counts. */
+typedef struct line_search {
+  lk_closure_fn closure;
+  double f;
+  int g;
+  num gtd, t;
+  num b[2], b_gtd[2];
+  double b_f[2];
+  int b_g[2];
+  size_t len;
+  bool done;     /* b[0] satisfies the strong Wolfe conditions */
+  int iter;      /* torch's ls_iter */
+  int64_t evals; /* closure calls */
+  int live[3];   /* the buffers the search still needs */
+} line_search;
+
+/* The bracket's two points: (T0, F0, G0, GTD0) and (T1, F1, G1, GTD1). */
+static void ls_bracket2(line_search *ls, num t0, double f0, int g0, num gtd0,
+                        num t1, double f1, int g1, num gtd1) {
+  ls->b[0] = t0, ls->b_f[0] = f0, ls->b_g[0] = g0, ls->b_gtd[0] = gtd0;
+  ls->b[1] = t1, ls->b_f[1] = f1, ls->b_g[1] = g1, ls->b_gtd[1] = gtd1;
+  ls->len = 2;
+}
+
+/* torch's _strong_wolfe up to its zoom: steps that grow from ls->t until a
+ * bracket holds an acceptable one (or one is: ls->done). False if the
+ * closure gave NaN. */
+ALWAYS_INLINE bool ls_bracket(lbfgs *s, int v, line_search *ls) {
   const bool f32 = v >= 2;
-  num d_norm = T(CALL(v, maxabs, s->d->data, s->n));
-  num c1t_gtd, gtd_new;
-  int live[3] = {*g, *g, *g};
-  int g_new = free_buffer(live, 1);
-  double f_new = directional(s, v, closure, *t, g_new, &gtd_new);
-  *evals = 1;
+  num c1t_gtd, gtd_new, gtd = ls->gtd;
+  int g_new = free_buffer(ls->live, 1);
+  double f_new = directional(s, v, ls->closure, ls->t, g_new, &gtd_new);
+  ls->evals = 1;
   if (isnan(f_new))
     return false;
 
   num t_prev = F(0), gtd_prev = gtd;
-  double f_prev = *f;
-  int g_prev = *g;
-  bool done = false;
-  int ls_iter = 0;
-  num b[2], b_gtd[2] = {gtd, gtd};
-  double b_f[2];
-  int b_g[2];
-  size_t len = 2;
-  while (ls_iter < MAX_LS) {
-    c1t_gtd = add(f32, F(*f), mul(f32, mul(f32, F(C1), *t), gtd));
-    if (lt(f32, c1t_gtd, F(f_new)) || (ls_iter > 1 && f_new >= f_prev)) {
-      b[0] = t_prev, b[1] = *t, b_f[0] = f_prev, b_f[1] = f_new;
-      b_g[0] = g_prev, b_g[1] = g_new, b_gtd[0] = gtd_prev, b_gtd[1] = gtd_new;
-      break;
+  double f_prev = ls->f;
+  int g_prev = ls->g;
+  while (ls->iter < MAX_LS) {
+    c1t_gtd = add(f32, F(ls->f), mul(f32, mul(f32, F(C1), ls->t), gtd));
+    /* torch's three tests, in its order: the first and last bracket */
+    bool over = lt(f32, c1t_gtd, F(f_new)) || (ls->iter > 1 && f_new >= f_prev);
+    if (!over && le(f32, absn(gtd_new), mul(f32, F(-C2), gtd))) {
+      ls->b[0] = ls->t, ls->b_f[0] = f_new, ls->b_g[0] = g_new, ls->len = 1;
+      ls->done = true;
+      return true;
     }
-    if (le(f32, absn(gtd_new), mul(f32, F(-C2), gtd))) {
-      b[0] = *t, b_f[0] = f_new, b_g[0] = g_new, len = 1;
-      done = true;
-      break;
+    if (over || le(f32, F(0), gtd_new)) {
+      ls_bracket2(ls, t_prev, f_prev, g_prev, gtd_prev, ls->t, f_new, g_new,
+                  gtd_new);
+      return true;
     }
-    if (le(f32, F(0), gtd_new)) {
-      b[0] = t_prev, b[1] = *t, b_f[0] = f_prev, b_f[1] = f_new;
-      b_g[0] = g_prev, b_g[1] = g_new, b_gtd[0] = gtd_prev, b_gtd[1] = gtd_new;
-      break;
-    }
-    num min_step = add(f32, *t, mul(f32, F(0.01), sub(f32, *t, t_prev)));
-    num max_step = mul(f32, *t, F(10));
-    num tmp = *t;
-    *t = cubic(f32, t_prev, f_prev, gtd_prev, *t, f_new, gtd_new, true,
-               min_step, max_step);
+    num min_step = add(f32, ls->t, mul(f32, F(0.01), sub(f32, ls->t, t_prev)));
+    num max_step = mul(f32, ls->t, F(10));
+    num tmp = ls->t;
+    ls->t = cubic(f32, t_prev, f_prev, gtd_prev, ls->t, f_new, gtd_new, true,
+                  min_step, max_step);
     t_prev = tmp;
     f_prev = f_new;
     g_prev = g_new;
     gtd_prev = gtd_new;
-    live[1] = g_prev;
-    g_new = free_buffer(live, 2);
-    f_new = directional(s, v, closure, *t, g_new, &gtd_new);
-    ++*evals;
+    ls->live[1] = g_prev;
+    g_new = free_buffer(ls->live, 2);
+    f_new = directional(s, v, ls->closure, ls->t, g_new, &gtd_new);
+    ++ls->evals;
     if (isnan(f_new))
       return false;
-    ls_iter++;
+    ls->iter++;
   }
-  if (ls_iter == MAX_LS) {
-    b[0] = F(0), b[1] = *t, b_f[0] = *f, b_f[1] = f_new;
-    b_g[0] = *g, b_g[1] = g_new;
-    len = 2;
-  }
+  /* out of iterations: the bracket is the start and the last step */
+  ls_bracket2(ls, F(0), ls->f, ls->g, gtd, ls->t, f_new, g_new, gtd);
+  return true;
+}
 
-  /* zoom */
+/* torch's zoom: the bracket shrinks around an acceptable step, which
+ * becomes ls->t, ls->f and ls->g. False if the closure gave NaN. */
+ALWAYS_INLINE bool ls_zoom(lbfgs *s, int v, line_search *ls) {
+  const bool f32 = v >= 2;
+  num d_norm = T(CALL(v, maxabs, s->d->data, s->n)), gtd = ls->gtd;
+  num *b = ls->b, *b_gtd = ls->b_gtd, c1t_gtd, gtd_new;
+  double *b_f = ls->b_f, f_new;
+  int *b_g = ls->b_g, g_new;
   bool insuf_progress = false;
-  int low = b_f[0] <= b_f[len - 1] ? 0 : 1, high = 1 - low;
-  while (!done && ls_iter < MAX_LS) {
+  int low = b_f[0] <= b_f[ls->len - 1] ? 0 : 1, high = 1 - low;
+  while (!ls->done && ls->iter < MAX_LS) {
     if (lt(f32, mul(f32, absn(sub(f32, b[1], b[0])), d_norm),
            F(LS_TOLERANCE_CHANGE)))
       break;
-    *t = cubic(f32, b[0], b_f[0], b_gtd[0], b[1], b_f[1], b_gtd[1], false, F(0),
-               F(0));
+    ls->t = cubic(f32, b[0], b_f[0], b_gtd[0], b[1], b_f[1], b_gtd[1], false,
+                  F(0), F(0));
     num bmax = pymax(f32, b[0], b[1]), bmin = pymin(f32, b[0], b[1]);
     num eps = mul(f32, F(0.1), sub(f32, bmax, bmin));
-    if (lt(f32, pymin(f32, sub(f32, bmax, *t), sub(f32, *t, bmin)), eps)) {
-      if (insuf_progress || le(f32, bmax, *t) || le(f32, *t, bmin)) {
-        if (lt(f32, absn(sub(f32, *t, bmax)), absn(sub(f32, *t, bmin))))
-          *t = sub(f32, bmax, eps);
+    if (lt(f32, pymin(f32, sub(f32, bmax, ls->t), sub(f32, ls->t, bmin)),
+           eps)) {
+      if (insuf_progress || le(f32, bmax, ls->t) || le(f32, ls->t, bmin)) {
+        if (lt(f32, absn(sub(f32, ls->t, bmax)), absn(sub(f32, ls->t, bmin))))
+          ls->t = sub(f32, bmax, eps);
         else
-          *t = add(f32, bmin, eps);
+          ls->t = add(f32, bmin, eps);
         insuf_progress = false;
       } else {
         insuf_progress = true;
@@ -654,35 +531,58 @@ ALWAYS_INLINE bool strong_wolfe(lbfgs *s, int v, lk_closure_fn closure, num *t,
     } else {
       insuf_progress = false;
     }
-    live[1] = b_g[0];
-    live[2] = b_g[1];
-    g_new = free_buffer(live, 3);
-    f_new = directional(s, v, closure, *t, g_new, &gtd_new);
-    ++*evals;
+    ls->live[1] = b_g[0];
+    ls->live[2] = b_g[1];
+    g_new = free_buffer(ls->live, 3);
+    f_new = directional(s, v, ls->closure, ls->t, g_new, &gtd_new);
+    ++ls->evals;
     if (isnan(f_new))
       return false;
-    ls_iter++;
+    ls->iter++;
 
-    c1t_gtd = add(f32, F(*f), mul(f32, mul(f32, F(C1), *t), gtd));
+    c1t_gtd = add(f32, F(ls->f), mul(f32, mul(f32, F(C1), ls->t), gtd));
     if (lt(f32, c1t_gtd, F(f_new)) || f_new >= b_f[low]) {
-      b[high] = *t, b_f[high] = f_new, b_g[high] = g_new;
+      b[high] = ls->t, b_f[high] = f_new, b_g[high] = g_new;
       b_gtd[high] = gtd_new;
       low = b_f[0] <= b_f[1] ? 0 : 1;
       high = 1 - low;
     } else {
       if (le(f32, absn(gtd_new), mul(f32, F(-C2), gtd)))
-        done = true;
+        ls->done = true;
       else if (le(f32, F(0), mul(f32, gtd_new, sub(f32, b[high], b[low])))) {
         b[high] = b[low], b_f[high] = b_f[low], b_g[high] = b_g[low];
         b_gtd[high] = b_gtd[low];
       }
-      b[low] = *t, b_f[low] = f_new, b_g[low] = g_new, b_gtd[low] = gtd_new;
+      b[low] = ls->t, b_f[low] = f_new, b_g[low] = g_new, b_gtd[low] = gtd_new;
     }
   }
-  *t = b[low];
-  *f = b_f[low];
-  *g = b_g[low];
+  ls->t = b[low];
+  ls->f = b_f[low];
+  ls->g = b_g[low];
   return true;
+}
+
+/* torch's _strong_wolfe from x0 along d, starting at step *t, with loss f,
+ * gradient in pool buffer *g and directional derivative gtd. On return *t,
+ * *f and *g are the point chosen; *evals counts the closure calls. Returns
+ * false if the closure gave NaN (*t: the step it gave it at). */
+ALWAYS_INLINE bool strong_wolfe(lbfgs *s, int v, lk_closure_fn closure, num *t,
+                                double *f, int *g, num gtd, int64_t *evals) {
+  line_search ls = {.closure = closure,
+                    .f = *f,
+                    .g = *g,
+                    .gtd = gtd,
+                    .t = *t,
+                    .b_gtd = {gtd, gtd},
+                    .live = {*g, *g, *g}};
+  bool ok = ls_bracket(s, v, &ls) && ls_zoom(s, v, &ls);
+  *evals = ls.evals;
+  *t = ls.t;
+  if (ok) {
+    *f = ls.f;
+    *g = ls.g;
+  }
+  return ok;
 }
 
 /* ---- the step ----------------------------------------------------------- */
@@ -769,9 +669,9 @@ static void report(lbfgs *s, int64_t iters, int64_t evals, double loss) {
          st(s->func_evals)[0]);
 }
 
-ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
-                            lk_closure_fn closure, int v) {
-  const bool f32 = v >= 2;
+/* Before a step: a closure, and the parameters of create. */
+static int check_call(lbfgs *s, lk_tensor *const *params, size_t n,
+                      lk_closure_fn closure) {
   if (!closure)
     return lk_fail(s->host, LK_EINVAL,
                    "L-BFGS needs a closure: it evaluates the model several "
@@ -791,6 +691,58 @@ ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
     return lk_fail(s->host, LK_ESTATE,
                    "called with %zu parameter elements, created with %zu",
                    total, s->n);
+  return 0;
+}
+
+/* The move along d of one iteration: torch's line search, or the fixed
+ * step *T and an evaluation (none at the LAST iteration), which leaves the
+ * loss in *LOSS and the gradient in pool buffer *G. The closure calls are
+ * counted in *EVALS and func_evals; *OPT: the gradient is small enough to
+ * stop. False if the closure gave NaN: the parameters are put back. */
+ALWAYS_INLINE bool advance(lbfgs *s, int v, lk_closure_fn closure, num *t,
+                           double *loss, int *g, num gtd, bool last,
+                           int64_t *evals, bool *opt) {
+  const bool f32 = v >= 2;
+  double *func_evals = st(s->func_evals);
+  int64_t ls_evals = 0;
+  *opt = false;
+  save_params(s);
+  if (s->wolfe) {
+    bool ok = strong_wolfe(s, v, closure, t, loss, g, gtd, &ls_evals);
+    *evals += ls_evals;
+    func_evals[0] += (double)ls_evals;
+    st(s->t)[0] = t->v;
+    if (!ok) {
+      restore_params(s);
+      return false;
+    }
+    CALL(v, move, s, t->v, s->d->data, s->x0);
+    *opt = le(f32, T(s->pool_max[*g]), F(s->tolerance_grad));
+    return true;
+  }
+  CALL(v, move, s, t->v, s->d->data, NULL);
+  if (!last) {
+    *loss = closure();
+    if (isnan(*loss)) {
+      func_evals[0] += 1;
+      restore_params(s);
+      return false;
+    }
+    s->pool_max[*g] = CALL(v, gather, s, s->pool[*g], NULL, NULL);
+    *opt = le(f32, T(s->pool_max[*g]), F(s->tolerance_grad));
+    ls_evals = 1;
+  }
+  *evals += ls_evals;
+  func_evals[0] += (double)ls_evals;
+  return true;
+}
+
+ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
+                            lk_closure_fn closure, int v) {
+  const bool f32 = v >= 2;
+  int rc = check_call(s, params, n, closure);
+  if (rc != 0)
+    return rc;
   s->params = params;
 
   double *n_iter = st(s->n_iter), *func_evals = st(s->func_evals);
@@ -837,36 +789,10 @@ ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
     if (lt(f32, F(-s->tolerance_change), gtd))
       break; /* directional derivative below tolerance */
 
-    int64_t ls_evals = 0;
-    bool opt_cond = false;
-    save_params(s);
-    if (s->wolfe) {
-      bool ok = strong_wolfe(s, v, closure, &t, &loss, &g, gtd, &ls_evals);
-      current_evals += ls_evals;
-      func_evals[0] += (double)ls_evals;
-      st(s->t)[0] = t.v;
-      if (!ok) {
-        restore_params(s);
-        return 0;
-      }
-      CALL(v, move, s, t.v, s->d->data, s->x0);
-      opt_cond = le(f32, T(s->pool_max[g]), F(s->tolerance_grad));
-    } else {
-      CALL(v, move, s, t.v, s->d->data, NULL);
-      if (it != s->max_iter) {
-        loss = closure();
-        if (isnan(loss)) {
-          func_evals[0] += 1;
-          restore_params(s);
-          return 0;
-        }
-        s->pool_max[g] = CALL(v, gather, s, s->pool[g], NULL, NULL);
-        opt_cond = le(f32, T(s->pool_max[g]), F(s->tolerance_grad));
-        ls_evals = 1;
-      }
-      current_evals += ls_evals;
-      func_evals[0] += (double)ls_evals;
-    }
+    bool opt_cond;
+    if (!advance(s, v, closure, &t, &loss, &g, gtd, it == s->max_iter,
+                 &current_evals, &opt_cond))
+      return 0;
 
     /* the conditions to stop */
     if (it == s->max_iter || current_evals >= s->max_eval || opt_cond)
@@ -882,34 +808,26 @@ ALWAYS_INLINE int step_impl(lbfgs *s, lk_tensor *const *params, size_t n,
   return 0;
 }
 
-static int step_f64(lbfgs *s, lk_tensor *const *params, size_t n,
-                    lk_closure_fn closure) {
+/* Each variant of step_impl, inlined: those without the fma instruction
+ * here, those with it in step_hw. */
+static int step_sw(lbfgs *s, lk_tensor *const *params, size_t n,
+                   lk_closure_fn closure) {
+  if (s->f32)
+    return step_impl(s, params, n, closure, 2);
   return step_impl(s, params, n, closure, 0);
 }
 
-HW_FMA static int step_f64_hw(lbfgs *s, lk_tensor *const *params, size_t n,
-                              lk_closure_fn closure) {
-  return step_impl(s, params, n, closure, 1);
-}
-
-static int step_f32(lbfgs *s, lk_tensor *const *params, size_t n,
-                    lk_closure_fn closure) {
-  return step_impl(s, params, n, closure, 2);
-}
-
-HW_FMA static int step_f32_hw(lbfgs *s, lk_tensor *const *params, size_t n,
-                              lk_closure_fn closure) {
-  return step_impl(s, params, n, closure, 3);
+HW_FMA static int step_hw(lbfgs *s, lk_tensor *const *params, size_t n,
+                          lk_closure_fn closure) {
+  return s->f32 ? step_impl(s, params, n, closure, 3)
+                : step_impl(s, params, n, closure, 1);
 }
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {
   lbfgs *s = self;
-  if (s->f32)
-    return s->hw ? step_f32_hw(s, params, n, closure)
-                 : step_f32(s, params, n, closure);
-  return s->hw ? step_f64_hw(s, params, n, closure)
-               : step_f64(s, params, n, closure);
+  return s->hw ? step_hw(s, params, n, closure)
+               : step_sw(s, params, n, closure);
 }
 
 static double get_lr(void *self) {
