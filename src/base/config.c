@@ -816,6 +816,24 @@ int lk__config_write(const lk_config *cfg, FILE *f) {
   return 0;
 }
 
+int lk__config_text(const lk_config *cfg, char **out, size_t *len) {
+  size_t n = 0;
+  *out = NULL;
+  FILE *f = open_memstream(out, &n);
+  if (!f)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = lk__config_write(cfg, f);
+  if (fclose(f) != 0 && rc == 0)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(*out);
+    *out = NULL;
+  }
+  if (len)
+    *len = n;
+  return rc;
+}
+
 void lk_config_free(lk_config *cfg) {
   if (!cfg)
     return;

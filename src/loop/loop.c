@@ -291,11 +291,8 @@ static int train_without_data(lk_run *run) {
   return 0;
 }
 
-/* The epoch's batches for this process: with several, each takes every
- * world-th batch of the epoch's order, the same count each (they step
- * together), so that K processes with batches of B train as one with
- * batches of K*B. */
-static int epoch_batches(lk_run *run, size_t *out) {
+/* The epoch's batches for this process (lk__shard_train). */
+static int epoch_batches(lk_run *run, lk__shard *out) {
   const lk__instance *data = lk__role(run, LK__KIND_DATA);
   lk__progress *p = &run->state.progress;
   size_t nb = 0, world = (size_t)run->env.world;
@@ -319,18 +316,18 @@ static int epoch_batches(lk_run *run, size_t *out) {
               nb, world, nb % world);
       run->warned_shards = true;
     }
-    nb /= world;
   }
+  lk__shard sh = lk__shard_train(nb, run->env.world, run->env.rank);
   /* A resumed epoch goes on where its checkpoint was. */
-  if (p->batch > nb)
+  if (p->batch > sh.count)
     return lk__err(LK_EFORMAT,
                    "%s: the checkpoint is at batch %llu of epoch %llu, but "
                    "the epoch has %zu batches here (is the data or the "
                    "batch size not the one of the run that wrote it?)",
                    run->opts.resume ? run->opts.resume : "resumed state",
                    (unsigned long long)p->batch, (unsigned long long)p->epoch,
-                   nb);
-  *out = nb;
+                   sh.count);
+  *out = sh;
   return 0;
 }
 
@@ -409,18 +406,19 @@ int lk__train_epoch(lk_run *run) {
   const lk__instance *data = lk__role(run, LK__KIND_DATA);
   lk__loop_state *st = &run->state;
   lk__progress *p = &st->progress;
-  size_t nb = 0, world = (size_t)run->env.world, rank = (size_t)run->env.rank;
+  lk__shard sh = {0, 1, 0};
   int rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_EPOCH_START,
                           (lk__hook_arg){.epoch = p->epoch});
   if (rc == 0)
-    rc = epoch_batches(run, &nb);
+    rc = epoch_batches(run, &sh);
   if (rc != 0)
     return rc;
+  size_t nb = sh.count;
   window win = {0};
   lk__meter_start(run, p->batch, nb);
   for (size_t b = p->batch; b < nb; b++) {
     lk_batch batch = {0};
-    size_t index = b * world + rank;
+    size_t index = lk__shard_batch(&sh, b);
     uint64_t mark = lk__err_mark();
     rc = run->calls.data_batch(data->self, LK_SPLIT_TRAIN, index, &batch);
     if (rc != 0)

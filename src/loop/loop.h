@@ -32,6 +32,7 @@
 #include "hooks.h"
 #include "metrics.h"
 #include "optim.h"
+#include "shard.h"
 
 /* ---- loopconfig.c: [loop] ------------------------------------------------ */
 
@@ -86,6 +87,9 @@ void lk__chain_free(lk__chain *c);
 /* After every backward (inside the closure, and from lk_host_backward):
  * the gradients reduced over the processes, unscaled, on_after_backward. */
 int lk__chain_after_backward(lk_run *run);
+/* The precision plugin's loss scale, in *S: refused unless a finite
+ * number > 0 (backward in the closure and lk_host_backward both ask). */
+int lk__chain_loss_scale(const lk_run *run, double *s);
 /* The precision plugin's unscale of the N gradients PARAMS, zeroed when
  * they overflowed (*SKIP: the step is skipped). */
 int lk__chain_unscale(lk_run *run, lk_tensor *const *params, size_t n,
@@ -307,7 +311,7 @@ struct lk_run {
   bool complete;         /* resumed from a complete run: nothing to do */
   bool resumed;
   bool warned_shards;
-  bool noted_batch; /* several processes: the batch size per step said */
+  bool noted_batch;  /* several processes: the batch size per step said */
   char *set_effects; /* resume.c: what --set changed in the checkpoint's
                         values, for config.ini's history line; or NULL */
   double seconds;
