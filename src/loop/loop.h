@@ -8,7 +8,8 @@
  *   calls    the entries the loop calls, profiled or not (calls.c)
  *   chain    the optimizer's closure and what wraps it (chain.c)
  *   state    everything the loop knows, checkpointed  (loop.c)
- *   rd       the run directory and checkpoint policy  (rundir.c)
+ *   rd       the run directory and its checkpoints    (rundir.c; when
+ *            they are written: ckpt_policy.c)
  *   rows     metrics.csv rows and callbacks' additions (rows.c)
  *   loggers  the logger plugins every row also goes to (loggers.c)
  *   meter    progress of an epoch                     (progress.c)
@@ -210,6 +211,33 @@ int lk__rundir_write_pending(lk_run *run);
  * run directory: rank 0 writes it). */
 bool lk__rundir_has_last(const lk_run *run);
 
+/* ---- ckpt_policy.c: when checkpoints are written, what callbacks keep ---- */
+
+/* The checkpoints callbacks asked for, written now. */
+int lk__ckpt_pending(lk_run *run);
+/* Between windows (STEP_BEFORE the step count before this one): the
+ * checkpoints asked for, and last.ckpt every checkpoint_every_n_steps. */
+int lk__ckpt_after_window(lk_run *run, uint64_t step_before);
+/* At an epoch's end: the checkpoints asked for, and last.ckpt unless
+ * checkpoint_every_n_steps. */
+int lk__ckpt_after_epoch(lk_run *run);
+/* Whether callback CB keeps checkpoints of its own, and best.ckpt among
+ * them (what it declared, else what its options say). */
+bool lk__ckpt_keeps(const lk__instance *cb);
+bool lk__ckpt_keeps_best(const lk__instance *cb);
+/* The directory CB keeps them in, as the run directory's files are named
+ * (relative to it unless absolute; no "./", no trailing '/'), into BUF. */
+void lk__ckpt_keeper_dir(const lk__instance *cb, char *buf, size_t len);
+/* CB's best.ckpt in run directory RUN_DIR (malloc'd; NULL: no memory). */
+char *lk__ckpt_best_path(const lk__instance *cb, const char *run_dir);
+/* The callback whose best.ckpt [loop] test_ckpt = best tests: the first
+ * listed that keeps one, as Lightning's trainer.checkpoint_callback. */
+const lk__instance *lk__ckpt_best_keeper(const lk_run *run);
+/* The config's checks of them: test_ckpt = best has a callback to test
+ * (run->best_keeper) and one process; no two callbacks keep theirs in
+ * one directory. CFG names the lines. */
+int lk__ckpt_check(lk_run *run, const lk_config *cfg);
+
 /* ---- resume.c ------------------------------------------------------------ */
 
 /* What a config's instances start with (lk__start_values). */
@@ -316,7 +344,7 @@ struct lk_run {
                         values, for config.ini's history line; or NULL */
   double seconds;
   /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
-   * test runs on, the first listed (setup.c); NULL otherwise. */
+   * test runs on (ckpt_policy.c); NULL otherwise. */
   const lk__instance *best_keeper;
 };
 

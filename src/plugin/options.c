@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kinds.h"
 #include "options.h"
 
 typedef struct option_value {
@@ -125,7 +126,7 @@ int lk__option_range(const lk_option *o, lk__range *r) {
  * ABI 1.4, whose choices mean nothing for a number). */
 static bool range_of(const lk_descriptor *desc, const lk_option *o,
                      lk__range *r) {
-  if ((desc->abi_version & 0xffff) < 4 || !o->choices ||
+  if (!lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) || !o->choices ||
       (o->type != LK_OPT_INT && o->type != LK_OPT_DOUBLE &&
        o->type != LK_OPT_DOUBLES))
     return false;
@@ -226,7 +227,7 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
   case LK_OPT_DOUBLE:
     if (lk__parse_double(text, &v->d) != 0)
       return lk__err(LK_ECONFIG, "expected a number, got \"%s\"", text);
-    if ((desc->abi_version & 0xffff) >= 4 &&
+    if (lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) &&
         (*range = check_number(&r, ranged, v->d, "") != 0))
       return LK_ECONFIG;
     break;
@@ -246,7 +247,8 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
     if (parse_list(text, &v->list, &v->list_len) != 0)
       return lk__err(LK_ECONFIG, "expected a comma list of numbers, got \"%s\"",
                      text);
-    for (size_t i = 0; (desc->abi_version & 0xffff) >= 4 && i < v->list_len;
+    for (size_t i = 0;
+         lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) && i < v->list_len;
          i++) {
       snprintf(what, sizeof what, "value %zu ", i + 1);
       if ((*range = check_number(&r, ranged, v->list[i], what) != 0))
