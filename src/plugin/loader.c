@@ -539,6 +539,26 @@ static int check_link(const char *who, const char *link,
   return check_dirs(who, link, link);
 }
 
+/* The end of walk: DONE (PATH_MAX bytes) resolved through LINKS links,
+ * or the errno ERR that stopped it; the path in *REAL, its status in
+ * *ST. */
+static int walked(const char *name, const char *path, char *done, int links,
+                  int err, char **real, struct stat *st) {
+  if (err == 0 && !*done)
+    snprintf(done, PATH_MAX, "/");
+  /* Again, for a path that ends in "." or "..". */
+  if (err == 0 && lstat(done, st) != 0)
+    err = errno;
+  if (err != 0) /* in a chain, the component that failed is named too */
+    return links ? lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s: %s",
+                           name, path, done, strerror(err))
+                 : lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s", name,
+                           path, strerror(err));
+  if (!(*real = lk__strdup(done)))
+    return lk__err(LK_ENOMEM, "out of memory");
+  return 0;
+}
+
 /* Resolves PATH (plugin NAME; WHO names both) as the kernel would, checking
  * each symbolic link on the way (rule 4). On success *REAL is the file it
  * leads to, absolute and free of links, and *ST that file's lstat. */
@@ -615,21 +635,7 @@ static int walk(const char *name, const char *path, const char *who,
     p = rest = next;
   }
   free(rest);
-  if (rc != 0)
-    return rc;
-  if (err == 0 && !*done)
-    snprintf(done, sizeof done, "/");
-  /* Again, for a path that ends in "." or "..". */
-  if (err == 0 && lstat(done, st) != 0)
-    err = errno;
-  if (err != 0) /* in a chain, the component that failed is named too */
-    return links ? lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s: %s",
-                           name, path, done, strerror(err))
-                 : lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s", name,
-                           path, strerror(err));
-  if (!(*real = lk__strdup(done)))
-    return lk__err(LK_ENOMEM, "out of memory");
-  return 0;
+  return rc != 0 ? rc : walked(name, path, done, links, err, real, st);
 }
 
 /* Rule 1 on FD, the file the walk reached at REAL (WALKED: its lstat);

@@ -341,6 +341,29 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
   return lk__options_parse_in(desc, section, NULL, NULL, cfg, out);
 }
 
+/* Every key of SECTION in CFG must be one of DESC's N options, or a key
+ * HOST_KEYS gives the host; WHO names the instance. */
+static int check_keys(const lk_descriptor *desc, size_t n, const char *section,
+                      const char *const *host_keys, const lk_config *cfg,
+                      const char *who) {
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
+    if (strcmp(e->section, section) != 0 || is_host_key(host_keys, e->key))
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < n; k++)
+      known = known || strcmp(desc->options[k].name, e->key) == 0;
+    if (!known) {
+      char acc[1024];
+      list_accepted(desc, acc, sizeof acc);
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown option \"%s\" for plugin %s; accepted: %s",
+                     e->where, e->key, who, acc);
+    }
+  }
+  return 0;
+}
+
 int lk__options_parse_in(const lk_descriptor *desc, const char *section,
                          const char *base, const char *const *host_keys,
                          const lk_config *cfg, lk_options **out) {
@@ -357,22 +380,8 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
   snprintf(who, sizeof who, "%s%s%s",
            strcmp(section, desc->name) ? section : "",
            strcmp(section, desc->name) ? ":" : "", desc->name);
-  /* Every key of the section must be declared. */
-  for (size_t i = 0; cfg && i < lk__config_count(cfg) && rc == 0; i++) {
-    const lk_config_entry *e = lk__config_at(cfg, i);
-    if (strcmp(e->section, section) != 0 || is_host_key(host_keys, e->key))
-      continue;
-    bool known = false;
-    for (size_t k = 0; k < n; k++)
-      known = known || strcmp(desc->options[k].name, e->key) == 0;
-    if (!known) {
-      char acc[1024];
-      list_accepted(desc, acc, sizeof acc);
-      rc = lk__err(LK_ECONFIG,
-                   "%s: unknown option \"%s\" for plugin %s; accepted: %s",
-                   e->where, e->key, who, acc);
-    }
-  }
+  if (cfg)
+    rc = check_keys(desc, n, section, host_keys, cfg, who);
   for (size_t k = 0; k < n && rc == 0; k++) {
     const lk_option *o = &desc->options[k];
     option_value *v = &opts->values[k];
