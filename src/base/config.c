@@ -718,8 +718,7 @@ const lk__config_override *lk__config_override_at(const lk_config *cfg,
   return cfg && i < cfg->nsets ? &cfg->sets[i]->pub : NULL;
 }
 
-/* ---- a config without one --set ------------------------------------------
- */
+/* ---- a config without one --set ------------------------------------------ */
 
 static bool same_key(const lk__config_override *o, const char *section,
                      const char *key) {

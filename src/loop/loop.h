@@ -240,7 +240,8 @@ int lk__ckpt_check(lk_run *run, const lk_config *cfg);
 
 /* ---- resume.c ------------------------------------------------------------ */
 
-/* What a config's instances start with (lk__start_values). */
+/* What a config's instances start with (run/setup.c's lk__start_values,
+ * which lk__resume is given: the loop makes no runs). */
 typedef int (*lk__starts_fn)(const lk_config *cfg, lk__ckpt **out);
 
 /* Restores RUN from the checkpoint at PATH, every value checked first (the
@@ -256,14 +257,6 @@ int lk__resume(lk_run *run, const lk_config *cfg, lk__starts_fn starts,
  * PATH (ABI 1.4's check_state; nothing for a plugin without one). Fails
  * with LK_EFORMAT, its message naming PATH and the plugin. */
 int lk__check_state(const lk__instance *in, const char *path);
-
-/* ---- setup.c ------------------------------------------------------------- */
-
-/* What the instances CFG makes start with: every parameter and state
- * tensor, copied as a checkpoint holds them (OUT->state and rng are left
- * zero). The instances are created and nothing more (no strategy set up,
- * no closure, no run directory, no log), then freed. */
-int lk__start_values(const lk_config *cfg, lk__ckpt **out);
 
 /* ---- strategy.c: processes ----------------------------------------------- */
 

@@ -1,9 +1,10 @@
-/* The run directory and every checkpoint policy: which directory a run
- * writes (a new one, --out, or the run a resume continues), the lock that
- * keeps a second writer out of it, the leftovers a killed run leaves, the
- * files it holds (config.ini, metrics.csv, checkpoints/), and when and how
- * checkpoints are written, linked and pruned. The checkpoint format itself
- * is checkpoint.c's; what a checkpoint's values mean is resume.c's.
+/* The run directory: which directory a run writes (a new one, --out, or
+ * the run a resume continues), the lock that keeps a second writer out of
+ * it, the leftovers a killed run leaves, the files it holds (config.ini,
+ * metrics.csv, checkpoints/), and how checkpoints are written, linked and
+ * pruned. When they are written, and what callbacks keep, is the policy's
+ * (ckpt_policy.c); the checkpoint format itself is checkpoint.c's; what a
+ * checkpoint's values mean is resume.c's.
  *
  * A resume continues a run in place only from that run's latest
  * checkpoint: DIR/checkpoints/last.ckpt (or the step-N.ckpt it is a link

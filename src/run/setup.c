@@ -357,8 +357,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   return rc == 0 ? lk__optim_export(run, cfg, run->cfg) : rc;
 }
 
-/* ---- lk_run_new -----------------------------------------------------------
- */
+/* ---- lk_run_new ---------------------------------------------------------- */
 
 /* [loop] threads = 0: the CPUs this process may use, divided among the
  * processes a launcher started on this node, each of which would
