@@ -540,6 +540,23 @@ static void test_unwritable_values(void **state) {
   free(text);
 }
 
+/* lk__config_text: the text lk__config_write gives, for config.ini and
+ * the loggers alike (one owner). */
+static void test_text(void **state) {
+  (void)state;
+  lk_config *cfg = parse_ok("[loop]\nmax_steps = 3\n[sgd]\nlr = 0.1\n");
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(lk__config_text(cfg, &text, &len), 0);
+  assert_string_equal(text, "[loop]\nmax_steps = 3\n\n[sgd]\nlr = 0.1\n");
+  assert_int_equal(len, strlen(text));
+  free(text);
+  assert_int_equal(lk__config_text(cfg, &text, NULL), 0);
+  assert_string_equal(text, "[loop]\nmax_steps = 3\n\n[sgd]\nlr = 0.1\n");
+  free(text);
+  lk_config_free(cfg);
+}
+
 static void test_write_error(void **state) {
   (void)state;
   FILE *f = fopen("/dev/full", "w");
@@ -609,6 +626,7 @@ int main(void) {
       cmocka_unit_test(test_write_round_trip),
       cmocka_unit_test(test_unwritable_values),
       cmocka_unit_test(test_write_error),
+      cmocka_unit_test(test_text),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_many_keys),
   };

@@ -293,6 +293,16 @@ LK_API int lk_host_save_checkpoint(lk_host *host, const char *file);
  * written. */
 LK_API int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
                                       const char *file);
+/* Since ABI 1.6, for a callback, from its create: it keeps checkpoints of
+ * its own (lk_host_save_checkpoint_in) in DIR, absolute or relative to the
+ * run directory (NULL: checkpoints), and with BEST, DIR/best.ckpt is the
+ * best of them. The host refuses two callbacks keeping theirs in one
+ * directory, and [loop] test_ckpt = best tests the best.ckpt of the first
+ * callback listed that keeps one. A callback that says nothing is taken as
+ * Lightning's ModelCheckpoint is, by its options: dirpath and filename (its
+ * files in dirpath, else checkpoints, or checkpoints/NAME for an instance
+ * named NAME:PLUGIN), monitor and save_top_k not 0 (best.ckpt). */
+LK_API int lk_host_keep_checkpoints(lk_host *host, const char *dir, bool best);
 /* Since ABI 1.4. This instance's name: NAME when [plugins] names it
  * NAME:PLUGIN, else the plugin's name; it is the instance's config
  * section. Two instances of one plugin have two names. */

@@ -294,7 +294,7 @@ int lk_host_set_momentum(lk_host *host, double momentum) {
   /* The optimizer may refuse a value outside its option's range (beta1 >=
    * 1), or fail to make the buffers the momentum needs. */
   uint64_t mark = lk__err_mark();
-  if (opt->minor < 6) { /* ABI 1.5's set_momentum returned nothing */
+  if (!lk__abi_has(opt->minor, LK__ABI_MOMENTUM_STATUS)) { /* ABI 1.5's */
     ((void (*)(void *, double))(void (*)(void))ops->set_momentum)(opt->self,
                                                                   momentum);
     return 0;
@@ -341,7 +341,7 @@ int lk_host_optimizer_new(lk_host *host, const char *name, lk_optimizer **out) {
   if (rc != 0)
     return rc;
   if (in == host->inst ||
-      !lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_OPTIMIZER]))
+      !lk__kind_has(in->desc, &lk__kinds[LK__KIND_OPTIMIZER]))
     return lk__err(LK_EKIND, "plugin %s: %s (%s) cannot be its optimizer",
                    host->inst->label, name, lk_plugin_path(in->plugin));
   /* A wrapped optimizer (sam's base) steps what its wrapper steps. */
@@ -507,7 +507,7 @@ int lk_host_scheduler_new(lk_host *host, const char *name, lk_scheduler **out) {
   if (in == parent)
     return lk__err(LK_ECONFIG, "%s: %s cannot be a scheduler of itself", where,
                    name);
-  if (!lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_SCHEDULER]))
+  if (!lk__kind_has(in->desc, &lk__kinds[LK__KIND_SCHEDULER]))
     return lk__err(
         LK_EKIND, "%s: %s (%s) cannot be a scheduler of %s: it implements %s",
         where, name, lk_plugin_path(in->plugin), parent->label,
@@ -648,6 +648,25 @@ int lk_host_save_checkpoint_in(lk_host *host, const char *dir,
     return lk__err(LK_ESTATE, "plugin %s: no run directory to save %s in",
                    host->inst->label, file ? file : "(null)");
   return lk__rundir_request(run, host->inst->label, dir, file);
+}
+
+int lk_host_keep_checkpoints(lk_host *host, const char *dir, bool best) {
+  lk__instance *in = host->inst;
+  if (in->created)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: lk_host_keep_checkpoints after its create",
+                   in->label);
+  if (dir && !*dir)
+    return lk__err(LK_EINVAL, "plugin %s: lk_host_keep_checkpoints in \"\"",
+                   in->label);
+  char *copy = dir ? lk__strdup(dir) : NULL;
+  if (dir && !copy)
+    return lk__err(LK_ENOMEM, "out of memory");
+  free(in->keeps.dir);
+  in->keeps.dir = copy;
+  in->keeps.declared = in->keeps.files = true;
+  in->keeps.best = best;
+  return 0;
 }
 
 const char *lk_host_name(lk_host *host) {

@@ -52,12 +52,9 @@ int lk_host_backward(lk_host *host, const lk_batch *batch, double loss,
   if (!bw)
     return lk__err(LK_ESTATE, "no backward plugin");
   if (prec) {
-    double s = prec->desc->precision->loss_scale(prec->self);
-    if (!(s > 0) || !isfinite(s))
-      return lk__err(LK_EINVAL,
-                     "loss_scale of precision %s is %g: expected a finite "
-                     "number > 0",
-                     prec->label, s);
+    double s;
+    if ((rc = lk__chain_loss_scale(run, &s)) != 0)
+      return rc;
     scale *= s;
     for (size_t i = 0; i < run->optim.n; i++)
       run->optim.opt[i].unscaled = false;

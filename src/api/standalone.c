@@ -66,8 +66,7 @@ int lk_optimizer_open(const char *name, const lk_config *cfg,
   env->src_cfg = cfg ? cfg : own_cfg;
   lk__instance *in = NULL;
   rc = lk__registry_find(env, name, "lk_optimizer_open", &in);
-  if (rc == 0 &&
-      !lk__kind_has(in->desc, in->minor, &lk__kinds[LK__KIND_OPTIMIZER])) {
+  if (rc == 0 && !lk__kind_has(in->desc, &lk__kinds[LK__KIND_OPTIMIZER])) {
     char kinds[128];
     rc = lk__err(LK_EKIND,
                  "lk_optimizer_open: plugin %s (%s) is not an optimizer: it "

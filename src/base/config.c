@@ -718,8 +718,7 @@ const lk__config_override *lk__config_override_at(const lk_config *cfg,
   return cfg && i < cfg->nsets ? &cfg->sets[i]->pub : NULL;
 }
 
-/* ---- a config without one --set ------------------------------------------
- */
+/* ---- a config without one --set ------------------------------------------ */
 
 static bool same_key(const lk__config_override *o, const char *section,
                      const char *key) {
@@ -814,6 +813,24 @@ int lk__config_write(const lk_config *cfg, FILE *f) {
   if (fflush(f) != 0 || ferror(f))
     return lk__err(LK_EIO, "cannot write config: %s", strerror(errno));
   return 0;
+}
+
+int lk__config_text(const lk_config *cfg, char **out, size_t *len) {
+  size_t n = 0;
+  *out = NULL;
+  FILE *f = open_memstream(out, &n);
+  if (!f)
+    return lk__err(LK_ENOMEM, "out of memory");
+  int rc = lk__config_write(cfg, f);
+  if (fclose(f) != 0 && rc == 0)
+    rc = lk__err(LK_ENOMEM, "out of memory");
+  if (rc != 0) {
+    free(*out);
+    *out = NULL;
+  }
+  if (len)
+    *len = n;
+  return rc;
 }
 
 void lk_config_free(lk_config *cfg) {

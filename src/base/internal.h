@@ -101,6 +101,9 @@ int lk__config_without_set(const lk_config *cfg, const char *section,
 
 /* Writes it back as INI, sections in order. */
 int lk__config_write(const lk_config *cfg, FILE *f);
+/* The same text (config.ini's, and what a logger records) in a malloc'd
+ * *OUT of *LEN bytes (LEN may be NULL). */
+int lk__config_text(const lk_config *cfg, char **out, size_t *len);
 
 /* tensor.c */
 long lk__first_nonfinite(lk_dtype dtype, const void *buf, size_t numel);

@@ -188,97 +188,88 @@ static void print_resume_hint(const lk_run *run) {
   fprintf(stderr, "loopkit: resume with: loopkit train --resume %s\n", word);
 }
 
-int cli_train(int argc, char **argv) {
-  const char *config = NULL, *out = NULL, *resume = NULL;
-  bool quiet = false;
+/* What the command line asks for. */
+typedef struct train_args {
+  const char *config, *out, *resume;
+  bool quiet;
   /* Overrides are applied after the file is read, in order. */
   const char *sets[256];
-  int n_sets = 0;
+  int n_sets;
+} train_args;
+
+/* ARGV into *A; -1 after a message on a usage error. */
+static int parse_args(int argc, char **argv, train_args *a) {
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--set")) {
-      if (n_sets == 256) {
+    const char *s = argv[i];
+    if (!strcmp(s, "--set")) {
+      if (a->n_sets == 256) {
         cli_error("train: too many --set");
-        return EXIT_USAGE;
+        return -1;
       }
-      if (value_of(argc, argv, &i, a, &sets[n_sets]) != 0)
-        return EXIT_USAGE;
-      n_sets++;
-    } else if (!strncmp(a, "--set=", 6) && n_sets < 256) {
-      sets[n_sets++] = a + 6;
-    } else if (!strcmp(a, "--out")) {
-      if (value_of(argc, argv, &i, a, &out) != 0)
-        return EXIT_USAGE;
-    } else if (!strcmp(a, "--resume")) {
-      if (value_of(argc, argv, &i, a, &resume) != 0)
-        return EXIT_USAGE;
-    } else if (!strcmp(a, "--quiet")) {
-      quiet = true;
-    } else if (a[0] == '-' && a[1]) {
+      if (value_of(argc, argv, &i, s, &a->sets[a->n_sets]) != 0)
+        return -1;
+      a->n_sets++;
+    } else if (!strncmp(s, "--set=", 6) && a->n_sets < 256) {
+      a->sets[a->n_sets++] = s + 6;
+    } else if (!strcmp(s, "--out")) {
+      if (value_of(argc, argv, &i, s, &a->out) != 0)
+        return -1;
+    } else if (!strcmp(s, "--resume")) {
+      if (value_of(argc, argv, &i, s, &a->resume) != 0)
+        return -1;
+    } else if (!strcmp(s, "--quiet")) {
+      a->quiet = true;
+    } else if (s[0] == '-' && s[1]) {
       cli_error("train: unknown option \"%s\"; accepted: --set SECTION.KEY="
                 "VALUE, --out DIR, --resume CKPT|RUN_DIR, --quiet",
-                a);
-      return EXIT_USAGE;
-    } else if (!config) {
-      config = a;
+                s);
+      return -1;
+    } else if (!a->config) {
+      a->config = s;
     } else {
-      cli_error("train: more than one config (\"%s\" and \"%s\")", config, a);
-      return EXIT_USAGE;
+      cli_error("train: more than one config (\"%s\" and \"%s\")", a->config,
+                s);
+      return -1;
     }
   }
-  char ckpt[PATH_MAX], run_config[PATH_MAX];
-  if (resume && resume_target(resume, &config, ckpt, sizeof ckpt, run_config,
-                              sizeof run_config) != 0)
-    return EXIT_USAGE;
-  if (resume)
-    resume = ckpt;
-  if (!config) {
-    cli_error("train: no config file (loopkit train CONFIG.ini, or "
-              "loopkit train --resume RUN_DIR)");
-    return EXIT_USAGE;
-  }
+  return 0;
+}
+
+/* The config A names, its overrides applied, made a run in *OUT (its
+ * progress drawn on BAR); -1 after a message. */
+static int open_run(const train_args *a, cli_bar *bar, lk_run **out) {
   lk_config *cfg = NULL;
-  if (lk_config_load(config, &cfg) != 0) {
+  if (lk_config_load(a->config, &cfg) != 0) {
     cli_error("%s", lk_last_error());
-    return EXIT_USAGE;
+    return -1;
   }
-  for (int i = 0; i < n_sets; i++)
-    if (lk_config_set(cfg, sets[i]) != 0) {
+  for (int i = 0; i < a->n_sets; i++)
+    if (lk_config_set(cfg, a->sets[i]) != 0) {
       cli_error("%s", lk_last_error());
       lk_config_free(cfg);
-      return EXIT_USAGE;
+      return -1;
     }
   lk_run_options opts = {
-      .out_dir = out,
-      .resume = resume,
+      .out_dir = a->out,
+      .resume = a->resume,
       .log = cli_log_stderr,
-      .verbosity = quiet ? LK_LOG_ERROR : LK_LOG_INFO,
+      .verbosity = a->quiet ? LK_LOG_ERROR : LK_LOG_INFO,
   };
-  cli_bar bar = {.percent = -1};
-  if (!quiet && isatty(STDERR_FILENO)) {
+  if (!a->quiet && isatty(STDERR_FILENO)) {
     opts.progress = cli_progress;
-    opts.progress_user = &bar;
+    opts.progress_user = bar;
     opts.log = cli_progress_log;
-    opts.log_user = &bar;
+    opts.log_user = bar;
   }
-  lk_run *run = NULL;
-  if (lk_run_new(cfg, &opts, &run) != 0) {
+  int rc = lk_run_new(cfg, &opts, out);
+  if (rc != 0)
     cli_error("%s", lk_last_error());
-    lk_config_free(cfg);
-    return EXIT_USAGE;
-  }
   lk_config_free(cfg);
-  running = run;
-  catch_signals();
-  int rc = lk_run_train(run);
-  running = NULL;
-  if (bar.drawn)
-    fputc('\n', stderr);
-  if (lk_run_rank(run) != 0) { /* rank 0 speaks for a distributed run */
-    int status = status_of(run, rc);
-    lk_run_free(run);
-    return status;
-  }
+  return rc != 0 ? -1 : 0;
+}
+
+/* What rank 0 says of a run lk_run_train ended with RC, and the status. */
+static int report(const lk_run *run, int rc) {
   write_curves(run);
   char summary[1024];
   lk_run_summary(run, summary, sizeof summary);
@@ -286,7 +277,6 @@ int cli_train(int argc, char **argv) {
     int sig = caught ? caught : SIGINT;
     cli_error("%s by %s", lk_last_error(), signal_name(sig));
     print_resume_hint(run);
-    lk_run_free(run);
     return 128 + sig;
   }
   if (rc == 0 && caught) {
@@ -295,7 +285,6 @@ int cli_train(int argc, char **argv) {
      * the run was interrupted. */
     cli_error("%s came as the run ended: it is complete; %s",
               signal_name(caught), summary);
-    lk_run_free(run);
     return 128 + caught;
   }
   int status = status_of(run, rc);
@@ -310,6 +299,36 @@ int cli_train(int argc, char **argv) {
   } else {
     printf("%s\n", summary);
   }
+  return status;
+}
+
+int cli_train(int argc, char **argv) {
+  train_args a = {.n_sets = 0};
+  if (parse_args(argc, argv, &a) != 0)
+    return EXIT_USAGE;
+  char ckpt[PATH_MAX], run_config[PATH_MAX];
+  if (a.resume && resume_target(a.resume, &a.config, ckpt, sizeof ckpt,
+                                run_config, sizeof run_config) != 0)
+    return EXIT_USAGE;
+  if (a.resume)
+    a.resume = ckpt;
+  if (!a.config) {
+    cli_error("train: no config file (loopkit train CONFIG.ini, or "
+              "loopkit train --resume RUN_DIR)");
+    return EXIT_USAGE;
+  }
+  cli_bar bar = {.percent = -1};
+  lk_run *run = NULL;
+  if (open_run(&a, &bar, &run) != 0)
+    return EXIT_USAGE;
+  running = run;
+  catch_signals();
+  int rc = lk_run_train(run);
+  running = NULL;
+  if (bar.drawn)
+    fputc('\n', stderr);
+  /* rank 0 speaks for a distributed run */
+  int status = lk_run_rank(run) != 0 ? status_of(run, rc) : report(run, rc);
   lk_run_free(run);
   return status;
 }

@@ -41,16 +41,24 @@ static int after_backward(void *ctx) {
   return lk__chain_after_backward(ctx);
 }
 
-/* Backward through a precision plugin: the loss scaled by its factor. */
-static int scaled_backward(void *ctx, const lk_batch *batch, double scale) {
-  lk_run *run = ctx;
+int lk__chain_loss_scale(const lk_run *run, double *s) {
   const lk__instance *p = lk__role(run, LK__KIND_PRECISION);
-  double s = p->desc->precision->loss_scale(p->self);
-  if (!(s > 0) || !isfinite(s))
+  *s = p->desc->precision->loss_scale(p->self);
+  if (!(*s > 0) || !isfinite(*s))
     return lk__err(LK_EINVAL,
                    "loss_scale of precision %s is %g: expected a finite "
                    "number > 0",
-                   p->label, s);
+                   p->label, *s);
+  return 0;
+}
+
+/* Backward through a precision plugin: the loss scaled by its factor. */
+static int scaled_backward(void *ctx, const lk_batch *batch, double scale) {
+  lk_run *run = ctx;
+  double s;
+  int rc = lk__chain_loss_scale(run, &s);
+  if (rc != 0)
+    return rc;
   return run->calls.backward(lk__role(run, LK__KIND_BACKWARD)->self, batch,
                              scale * s);
 }

@@ -132,17 +132,13 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
       (rc = lk__hooks_call(&run->env.reg, LK__ON_VALIDATION_START,
                            (lk__hook_arg){0})) != 0)
     return rc;
-  /* Several processes share the batches (b = rank, rank + world, ...) and
-   * add up their sums; with fewer batches than processes each does all. */
-  size_t first = 0, stride = 1;
-  if (world > 1 && nb >= (size_t)world) {
-    first = (size_t)rank;
-    stride = (size_t)world;
-  }
+  /* Several processes share the batches and add up their sums. */
+  lk__shard sh = lk__shard_eval(nb, world, rank);
   double loss_sum = 0, samples = 0, sums[LK_MAX_METRICS] = {0};
   lk_step_result r = {0};
   memset(mean, 0, sizeof *mean);
-  for (size_t b = first; b < nb; b += stride) {
+  for (size_t i = 0; i < sh.count; i++) {
+    size_t b = lk__shard_batch(&sh, i);
     /* The test comes after the last checkpoint of training: a signal can
      * end it at once, and a resumed run tests again. */
     if (split == LK_SPLIT_TEST && world == 1 && run->interrupted)
@@ -162,7 +158,7 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
       return lk__entry_failed(rc, mark, "%s of plugin %s", entry, step->label);
     if ((rc = lk__check_result(&r, entry, step->label)) != 0)
       return rc;
-    if (b == first)
+    if (i == 0)
       *mean = r;
     else if ((rc = same_metrics(mean, &r, entry, step->label, b)) != 0)
       return rc;
@@ -173,7 +169,7 @@ static int evaluate(lk_run *run, lk_split split, bool hooks, bool *ran,
     for (size_t m = 0; m < r.n_metrics; m++)
       sums[m] += w * r.metrics[m].value;
   }
-  if (stride > 1) {
+  if (sh.stride > 1) {
     double v[LK_MAX_METRICS + 2] = {loss_sum, samples};
     memcpy(v + 2, sums, sizeof sums);
     if ((rc = lk__reduce_sum(run, v, LK_MAX_METRICS + 2)) != 0)

@@ -19,30 +19,14 @@ static void (*entry(const lk__instance *in, size_t e))(void) {
   return lk__entry_of(in, LK__KIND_LOGGER, e);
 }
 
-/* The effective config as config.ini holds it, into a malloc'd *OUT. */
-static int config_text(const lk_run *run, char **out) {
-  size_t len = 0;
-  *out = NULL;
-  FILE *f = open_memstream(out, &len);
-  if (!f)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int rc = lk__config_write(run->cfg, f);
-  if (fclose(f) != 0 && rc == 0)
-    rc = lk__err(LK_ENOMEM, "out of memory");
-  if (rc != 0) {
-    free(*out);
-    *out = NULL;
-  }
-  return rc;
-}
-
 int lk__loggers_start(lk_run *run) {
   const lk__listed *l = loggers(run);
   run->loggers.started = 0;
   if (l->n == 0 || !run->rows.csv)
     return 0; /* rank 0 writes the rows */
   char *config;
-  int rc = config_text(run, &config);
+  /* The effective config, as config.ini holds it. */
+  int rc = lk__config_text(run->cfg, &config, NULL);
   if (rc != 0)
     return rc;
   const lk__progress *p = &run->state.progress;

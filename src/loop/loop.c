@@ -210,19 +210,6 @@ static int validate_within(lk_run *run, bool epoch_end) {
   return validate(run, &unused);
 }
 
-/* Between windows, where the state is whole: the checkpoints callbacks
- * asked for, and every checkpoint_every_n_steps steps last.ckpt. */
-static int checkpoints_due(lk_run *run, uint64_t step_before) {
-  const lk__progress *p = &run->state.progress;
-  int rc = 0;
-  if (p->accum == 0 && run->rd.n_pending)
-    rc = lk__rundir_write_pending(run);
-  if (rc == 0 && run->loop.ckpt_every > 0 && p->global_step != step_before &&
-      p->global_step % (uint64_t)run->loop.ckpt_every == 0)
-    rc = run->calls.save(run);
-  return rc;
-}
-
 /* One batch, in the hook order of README.md: on_train_batch_start, the
  * closure (training_step, on_before_zero_grad, zero_grad,
  * on_before_backward, backward, on_after_backward, on_before_optimizer_step,
@@ -254,7 +241,7 @@ static int train_batch(lk_run *run, const lk_batch *batch, bool epoch_end,
                      (rc = end_window(run, win, &r, step_before)) != 0 ||
                      (rc = validate_within(run, epoch_end)) != 0))
     return rc;
-  return checkpoints_due(run, step_before);
+  return lk__ckpt_after_window(run, step_before); /* where the state is whole */
 }
 
 static bool steps_done(const lk_run *run) {
@@ -291,11 +278,8 @@ static int train_without_data(lk_run *run) {
   return 0;
 }
 
-/* The epoch's batches for this process: with several, each takes every
- * world-th batch of the epoch's order, the same count each (they step
- * together), so that K processes with batches of B train as one with
- * batches of K*B. */
-static int epoch_batches(lk_run *run, size_t *out) {
+/* The epoch's batches for this process (lk__shard_train). */
+static int epoch_batches(lk_run *run, lk__shard *out) {
   const lk__instance *data = lk__role(run, LK__KIND_DATA);
   lk__progress *p = &run->state.progress;
   size_t nb = 0, world = (size_t)run->env.world;
@@ -319,18 +303,18 @@ static int epoch_batches(lk_run *run, size_t *out) {
               nb, world, nb % world);
       run->warned_shards = true;
     }
-    nb /= world;
   }
+  lk__shard sh = lk__shard_train(nb, run->env.world, run->env.rank);
   /* A resumed epoch goes on where its checkpoint was. */
-  if (p->batch > nb)
+  if (p->batch > sh.count)
     return lk__err(LK_EFORMAT,
                    "%s: the checkpoint is at batch %llu of epoch %llu, but "
                    "the epoch has %zu batches here (is the data or the "
                    "batch size not the one of the run that wrote it?)",
                    run->opts.resume ? run->opts.resume : "resumed state",
                    (unsigned long long)p->batch, (unsigned long long)p->epoch,
-                   nb);
-  *out = nb;
+                   sh.count);
+  *out = sh;
   return 0;
 }
 
@@ -400,27 +384,26 @@ static int end_epoch(lk_run *run, bool finished) {
   p->accum = 0;
   st->epoch_losses = 0;
   st->epoch_loss_sum = 0;
-  if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
-    return rc;
-  return run->loop.ckpt_every == 0 ? run->calls.save(run) : 0;
+  return lk__ckpt_after_epoch(run);
 }
 
 int lk__train_epoch(lk_run *run) {
   const lk__instance *data = lk__role(run, LK__KIND_DATA);
   lk__loop_state *st = &run->state;
   lk__progress *p = &st->progress;
-  size_t nb = 0, world = (size_t)run->env.world, rank = (size_t)run->env.rank;
+  lk__shard sh = {0, 1, 0};
   int rc = lk__hooks_call(&run->env.reg, LK__ON_TRAIN_EPOCH_START,
                           (lk__hook_arg){.epoch = p->epoch});
   if (rc == 0)
-    rc = epoch_batches(run, &nb);
+    rc = epoch_batches(run, &sh);
   if (rc != 0)
     return rc;
+  size_t nb = sh.count;
   window win = {0};
   lk__meter_start(run, p->batch, nb);
   for (size_t b = p->batch; b < nb; b++) {
     lk_batch batch = {0};
-    size_t index = b * world + rank;
+    size_t index = lk__shard_batch(&sh, b);
     uint64_t mark = lk__err_mark();
     rc = run->calls.data_batch(data->self, LK_SPLIT_TRAIN, index, &batch);
     if (rc != 0)
@@ -478,22 +461,6 @@ static int has_test(lk_run *run, bool *yes) {
   return 0;
 }
 
-/* Where that callback writes best.ckpt in run directory DIR: in its
- * dirpath (absolute, or relative to the run directory), else in
- * checkpoints/NAME for an instance with a name of its own, else in
- * checkpoints: the bundled checkpoint's rule, documented for any callback
- * with those options. */
-static char *best_ckpt_path(const lk_run *run, const char *dir) {
-  const lk__instance *cb = run->best_keeper;
-  const char *dirpath = lk_opt_string(cb->opts, "dirpath"); /* NULL: none */
-  if (dirpath && *dirpath)
-    return dirpath[0] == '/' ? lk__asprintf("%s/best.ckpt", dirpath)
-                             : lk__asprintf("%s/%s/best.ckpt", dir, dirpath);
-  if (cb->named)
-    return lk__asprintf("%s/checkpoints/%s/best.ckpt", dir, cb->name);
-  return lk__asprintf("%s/checkpoints/best.ckpt", dir);
-}
-
 /* The best.ckpt to test, in *PATH; NULL when there is none to test. The
  * callback's kept list is state: a run resumed in a new directory goes on
  * with the list of the run it continues, and the bundled callback carries
@@ -504,7 +471,7 @@ static char *best_ckpt_path(const lk_run *run, const char *dir) {
  * a run that started here, or goes on in place, its absence is an error:
  * the callback kept nothing. */
 static int find_best(lk_run *run, char **path) {
-  *path = best_ckpt_path(run, run->rd.dir);
+  *path = lk__ckpt_best_path(run->best_keeper, run->rd.dir);
   if (!*path)
     return lk__err(LK_ENOMEM, "out of memory");
   if (access(*path, F_OK) == 0)
@@ -535,7 +502,7 @@ static int load_best(lk_run *run, lk__model_copy **kept) {
   int rc = has_test(run, &test);
   if (rc != 0 || !test || !run->rd.dir)
     return rc;
-  if (run->rd.n_pending && (rc = lk__rundir_write_pending(run)) != 0)
+  if ((rc = lk__ckpt_pending(run)) != 0)
     return rc;
   char *path = NULL;
   rc = find_best(run, &path);
@@ -598,8 +565,8 @@ static int finish(lk_run *run) {
                    "the test)",
                    (unsigned long long)run->state.progress.global_step,
                    run->rd.last_ckpt ? run->rd.last_ckpt : "(rank 0's)");
-  if (rc == 0 && run->rd.n_pending)
-    rc = lk__rundir_write_pending(run);
+  if (rc == 0)
+    rc = lk__ckpt_pending(run);
   if (rc == 0) {
     run->state.finished = true;
     rc = run->calls.save(run);

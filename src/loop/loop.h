@@ -8,7 +8,8 @@
  *   calls    the entries the loop calls, profiled or not (calls.c)
  *   chain    the optimizer's closure and what wraps it (chain.c)
  *   state    everything the loop knows, checkpointed  (loop.c)
- *   rd       the run directory and checkpoint policy  (rundir.c)
+ *   rd       the run directory and its checkpoints    (rundir.c; when
+ *            they are written: ckpt_policy.c)
  *   rows     metrics.csv rows and callbacks' additions (rows.c)
  *   loggers  the logger plugins every row also goes to (loggers.c)
  *   meter    progress of an epoch                     (progress.c)
@@ -32,6 +33,7 @@
 #include "hooks.h"
 #include "metrics.h"
 #include "optim.h"
+#include "shard.h"
 
 /* ---- loopconfig.c: [loop] ------------------------------------------------ */
 
@@ -86,6 +88,9 @@ void lk__chain_free(lk__chain *c);
 /* After every backward (inside the closure, and from lk_host_backward):
  * the gradients reduced over the processes, unscaled, on_after_backward. */
 int lk__chain_after_backward(lk_run *run);
+/* The precision plugin's loss scale, in *S: refused unless a finite
+ * number > 0 (backward in the closure and lk_host_backward both ask). */
+int lk__chain_loss_scale(const lk_run *run, double *s);
 /* The precision plugin's unscale of the N gradients PARAMS, zeroed when
  * they overflowed (*SKIP: the step is skipped). */
 int lk__chain_unscale(lk_run *run, lk_tensor *const *params, size_t n,
@@ -206,9 +211,37 @@ int lk__rundir_write_pending(lk_run *run);
  * run directory: rank 0 writes it). */
 bool lk__rundir_has_last(const lk_run *run);
 
+/* ---- ckpt_policy.c: when checkpoints are written, what callbacks keep ---- */
+
+/* The checkpoints callbacks asked for, written now. */
+int lk__ckpt_pending(lk_run *run);
+/* Between windows (STEP_BEFORE the step count before this one): the
+ * checkpoints asked for, and last.ckpt every checkpoint_every_n_steps. */
+int lk__ckpt_after_window(lk_run *run, uint64_t step_before);
+/* At an epoch's end: the checkpoints asked for, and last.ckpt unless
+ * checkpoint_every_n_steps. */
+int lk__ckpt_after_epoch(lk_run *run);
+/* Whether callback CB keeps checkpoints of its own, and best.ckpt among
+ * them (what it declared, else what its options say). */
+bool lk__ckpt_keeps(const lk__instance *cb);
+bool lk__ckpt_keeps_best(const lk__instance *cb);
+/* The directory CB keeps them in, as the run directory's files are named
+ * (relative to it unless absolute; no "./", no trailing '/'), into BUF. */
+void lk__ckpt_keeper_dir(const lk__instance *cb, char *buf, size_t len);
+/* CB's best.ckpt in run directory RUN_DIR (malloc'd; NULL: no memory). */
+char *lk__ckpt_best_path(const lk__instance *cb, const char *run_dir);
+/* The callback whose best.ckpt [loop] test_ckpt = best tests: the first
+ * listed that keeps one, as Lightning's trainer.checkpoint_callback. */
+const lk__instance *lk__ckpt_best_keeper(const lk_run *run);
+/* The config's checks of them: test_ckpt = best has a callback to test
+ * (run->best_keeper) and one process; no two callbacks keep theirs in
+ * one directory. CFG names the lines. */
+int lk__ckpt_check(lk_run *run, const lk_config *cfg);
+
 /* ---- resume.c ------------------------------------------------------------ */
 
-/* What a config's instances start with (lk__start_values). */
+/* What a config's instances start with (run/setup.c's lk__start_values,
+ * which lk__resume is given: the loop makes no runs). */
 typedef int (*lk__starts_fn)(const lk_config *cfg, lk__ckpt **out);
 
 /* Restores RUN from the checkpoint at PATH, every value checked first (the
@@ -224,14 +257,6 @@ int lk__resume(lk_run *run, const lk_config *cfg, lk__starts_fn starts,
  * PATH (ABI 1.4's check_state; nothing for a plugin without one). Fails
  * with LK_EFORMAT, its message naming PATH and the plugin. */
 int lk__check_state(const lk__instance *in, const char *path);
-
-/* ---- setup.c ------------------------------------------------------------- */
-
-/* What the instances CFG makes start with: every parameter and state
- * tensor, copied as a checkpoint holds them (OUT->state and rng are left
- * zero). The instances are created and nothing more (no strategy set up,
- * no closure, no run directory, no log), then freed. */
-int lk__start_values(const lk_config *cfg, lk__ckpt **out);
 
 /* ---- strategy.c: processes ----------------------------------------------- */
 
@@ -307,12 +332,12 @@ struct lk_run {
   bool complete;         /* resumed from a complete run: nothing to do */
   bool resumed;
   bool warned_shards;
-  bool noted_batch; /* several processes: the batch size per step said */
+  bool noted_batch;  /* several processes: the batch size per step said */
   char *set_effects; /* resume.c: what --set changed in the checkpoint's
                         values, for config.ini's history line; or NULL */
   double seconds;
   /* [loop] test_ckpt = best: the checkpoint callback whose best.ckpt the
-   * test runs on, the first listed (setup.c); NULL otherwise. */
+   * test runs on (ckpt_policy.c); NULL otherwise. */
   const lk__instance *best_keeper;
 };
 

@@ -1,9 +1,10 @@
-/* The run directory and every checkpoint policy: which directory a run
- * writes (a new one, --out, or the run a resume continues), the lock that
- * keeps a second writer out of it, the leftovers a killed run leaves, the
- * files it holds (config.ini, metrics.csv, checkpoints/), and when and how
- * checkpoints are written, linked and pruned. The checkpoint format itself
- * is checkpoint.c's; what a checkpoint's values mean is resume.c's.
+/* The run directory: which directory a run writes (a new one, --out, or
+ * the run a resume continues), the lock that keeps a second writer out of
+ * it, the leftovers a killed run leaves, the files it holds (config.ini,
+ * metrics.csv, checkpoints/), and how checkpoints are written, linked and
+ * pruned. When they are written, and what callbacks keep, is the policy's
+ * (ckpt_policy.c); the checkpoint format itself is checkpoint.c's; what a
+ * checkpoint's values mean is resume.c's.
  *
  * A resume continues a run in place only from that run's latest
  * checkpoint: DIR/checkpoints/last.ckpt (or the step-N.ckpt it is a link
@@ -452,21 +453,6 @@ static char *history_line(const lk_run *run, const lk_config *src,
   return line;
 }
 
-/* The effective config as text, into a malloc'd *OUT. */
-static int config_text(const lk_run *run, char **out, size_t *len) {
-  FILE *f = open_memstream(out, len);
-  if (!f)
-    return lk__err(LK_ENOMEM, "out of memory");
-  int rc = lk__config_write(run->cfg, f);
-  if (fclose(f) != 0 && rc == 0)
-    rc = lk__err(LK_ENOMEM, "out of memory");
-  if (rc != 0) {
-    free(*out);
-    *out = NULL;
-  }
-  return rc;
-}
-
 /* Splits OLD (a config.ini) into its history lines, appended to *HIST, and
  * whether the rest is TEXT (blank lines aside). */
 static bool same_body(const char *old, size_t old_len, const char *text,
@@ -512,7 +498,7 @@ static int replace_config(const char *dir, const char *text, size_t len,
 static int write_config(lk_run *run, const lk_config *src) {
   char *text = NULL, *line = NULL, *tail = NULL;
   size_t len = 0;
-  int rc = config_text(run, &text, &len);
+  int rc = lk__config_text(run->cfg, &text, &len);
   if (rc == 0 && run->resumed) {
     line = history_line(run, src, run->opts.resume);
     tail = line ? lk__asprintf("\n%s\n", line) : NULL;
@@ -545,7 +531,7 @@ static int update_config(lk_run *run, const lk_config *src) {
              stat(path, &b) == 0 && same_file(&a, &b);
   char *text = NULL, *old = NULL, *hist = NULL, *line = NULL;
   size_t len = 0, old_len = 0, hist_len = 0;
-  int rc = config_text(run, &text, &len);
+  int rc = lk__config_text(run->cfg, &text, &len);
   if (rc == 0 && lk__read_file(path, "config", LK__CONFIG_MAX_BYTES, &old,
                                &old_len, NULL) != 0) {
     old = NULL; /* gone or unreadable: written whole */
@@ -611,8 +597,8 @@ static int check_out_dir(const char *dir) {
 static int commit_config(lk__rundir *rd) {
   if (!rd->config_text)
     return 0;
-  int rc = replace_config(rd->dir, rd->config_text, rd->config_len,
-                          rd->config_tail);
+  int rc =
+      replace_config(rd->dir, rd->config_text, rd->config_len, rd->config_tail);
   if (rc == 0) {
     free(rd->config_text);
     free(rd->config_tail);

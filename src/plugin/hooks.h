@@ -1,5 +1,6 @@
-/* Calling the callbacks' hooks: one dispatcher for every hook, with the ABI
- * guard (a hook newer than a plugin's minor is not read) in one place.
+/* Calling the callbacks' hooks: one dispatcher for every hook (a hook
+ * newer than a plugin's minor is NULL in the host's copy of its ops: the
+ * ABI guard, kinds.h).
  * Callbacks run in the order [plugins] callbacks lists them, then the
  * model's own (a step plugin that also implements the callback kind). */
 #ifndef LK_HOOKS_H

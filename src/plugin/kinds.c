@@ -79,6 +79,7 @@ const lk__kind lk__kinds[LK__N_KINDS] = {
                      CREATED,                                                  \
                      HELP,                                                     \
                      offsetof(lk_descriptor, NAME),                            \
+                     offsetof(lk__ops_copy, NAME),                             \
                      NAME##_entries,                                           \
                      N_OF(NAME##_entries)},
     LK__KINDS(LK__KIND_ROW)
@@ -99,29 +100,79 @@ const lk__kind *lk__kind_of_role(const char *role) {
   return NULL;
 }
 
-const void *lk__kind_ops(const lk_descriptor *d, unsigned minor,
-                         const lk__kind *k) {
+/* ---- the ABI guard ------------------------------------------------------ */
+
+static const unsigned feature_since[LK__N_ABI_FEATURES] = {
+#define LK__ABI_SINCE(ID, SINCE, WHAT) [LK__ABI_##ID] = SINCE,
+    LK__ABI_FEATURES(LK__ABI_SINCE)
+#undef LK__ABI_SINCE
+};
+
+bool lk__abi_has(unsigned minor, lk__abi_feature f) {
+  return (unsigned)f < LK__N_ABI_FEATURES && feature_since[f] <= minor;
+}
+
+unsigned lk__abi_minor(const lk_descriptor *d) {
+  return d->abi_version & 0xffff;
+}
+
+static size_t later(size_t a, size_t b) {
+  return a > b ? a : b;
+}
+
+size_t lk__abi_desc_size(unsigned minor) {
+  size_t end = offsetof(lk_descriptor, destroy) + sizeof(any_fn);
+  for (size_t k = 0; k < LK__N_KINDS; k++)
+    if (lk__kinds[k].since <= minor)
+      end = later(end, lk__kinds[k].field + sizeof(void *));
+  if (lk__abi_has(minor, LK__ABI_CHECK_STATE))
+    end = later(end, offsetof(lk_descriptor, check_state) + sizeof(any_fn));
+  return end;
+}
+
+size_t lk__abi_entries(lk__kind_id k, unsigned minor) {
+  const lk__kind *kind = &lk__kinds[k];
+  size_t n = 0;
+  while (n < kind->n_entries && kind->entries[n].since <= minor)
+    n++;
+  return n;
+}
+
+void lk__abi_copy_ops(lk_descriptor *d, unsigned minor, lk__ops_copy *copy) {
+  memset(copy, 0, sizeof *copy);
+  for (size_t k = 0; k < LK__N_KINDS; k++) {
+    const lk__kind *kind = &lk__kinds[k];
+    const void *ops = lk__kind_ops(d, kind);
+    if (!ops)
+      continue;
+    void *mine = (char *)copy + kind->copy;
+    memcpy(mine, ops, lk__abi_entries((lk__kind_id)k, minor) * sizeof(any_fn));
+    memcpy((char *)d + kind->field, &mine, sizeof mine);
+  }
+}
+
+/* ---- what a descriptor implements ---------------------------------------- */
+
+const void *lk__kind_ops(const lk_descriptor *d, const lk__kind *k) {
   const void *ops;
-  if (minor < k->since)
-    return NULL; /* the field is past what the plugin's minor defines */
   memcpy(&ops, (const char *)d + k->field, sizeof ops);
   return ops;
 }
 
-void (*lk__kind_entry(const lk_descriptor *d, unsigned minor, const lk__kind *k,
+void (*lk__kind_entry(const lk_descriptor *d, const lk__kind *k,
                       size_t i))(void) {
-  const char *ops = lk__kind_ops(d, minor, k);
+  const char *ops = lk__kind_ops(d, k);
   any_fn fn = NULL;
-  if (ops && i < k->n_entries && k->entries[i].since <= minor)
+  if (ops && i < k->n_entries)
     memcpy(&fn, ops + i * sizeof fn, sizeof fn);
   return fn;
 }
 
-bool lk__kind_has(const lk_descriptor *d, unsigned minor, const lk__kind *k) {
-  if (!lk__kind_ops(d, minor, k))
+bool lk__kind_has(const lk_descriptor *d, const lk__kind *k) {
+  if (!lk__kind_ops(d, k))
     return false;
   for (size_t i = 0; i < k->n_entries; i++)
-    if (k->entries[i].required && !lk__kind_entry(d, minor, k, i))
+    if (k->entries[i].required && !lk__kind_entry(d, k, i))
       return false;
   return true;
 }
@@ -138,9 +189,8 @@ const char *lk__kind_list(const lk_descriptor *d, char *buf, size_t len) {
   size_t used = 0;
   if (len)
     buf[0] = '\0';
-  unsigned minor = d->abi_version & 0xffff;
   for (size_t i = 0; i < LK__N_KINDS; i++) {
-    if (!lk__kind_ops(d, minor, sorted[i]))
+    if (!lk__kind_ops(d, sorted[i]))
       continue;
     int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "",
                      sorted[i]->name);

@@ -2,9 +2,17 @@
  * depends on the kinds: which plugin can play a role (its required
  * entries), the [plugins] keys and their defaults, the order in which
  * instances are created, the effective config, the kinds loopkit plugins
- * and inspect print, the man pages, and the ABI guards (which entry each
- * minor version added). Adding a kind is one row of LK__KINDS below, its
- * entries, and its ops struct in plugin.h. */
+ * and inspect print, the man pages, and the ABI guard (which kind, entry
+ * or feature each minor version added). Adding a kind is one row of
+ * LK__KINDS below, its entries, and its ops struct in plugin.h.
+ *
+ * The ABI guard is here, in one place: what each minor version of ABI 1
+ * added is the SINCE of a kind (LK__KINDS) or of an entry (kinds.c), or a
+ * row of LK__ABI_FEATURES. The loader makes the host's copy of a
+ * descriptor hold exactly what the plugin's minor defines
+ * (lk__abi_desc_size, lk__abi_copy_ops): every field and ops entry newer
+ * than it reads as NULL, so that the rest of the host tests a pointer and
+ * never a minor. What is not a pointer asks lk__abi_has. */
 #ifndef LK_KINDS_H
 #define LK_KINDS_H
 
@@ -57,9 +65,9 @@ typedef struct lk__entry {
     "comma-separated callback plugins, called in this order, before the "      \
     "model's own hooks")                                                       \
   X(PRECISION, precision, "precision", false, 3, NULL, 6,                      \
-    "how backward's arithmetic runs: bf16-mixed (the layer kit's products "   \
+    "how backward's arithmetic runs: bf16-mixed (the layer kit's products "    \
     "in bf16, all else f32), or a plugin that scales the loss for backward "   \
-    "and unscales the gradients (default: none)")                                                                   \
+    "and unscales the gradients (default: none)")                              \
   X(LOGGER, logger, "loggers", true, 5, NULL, 10,                              \
     "comma-separated logger plugins, each given every metrics.csv row "        \
     "(default: none; tensorboard)")
@@ -71,6 +79,46 @@ typedef enum lk__kind_id {
       LK__N_KINDS
 } lk__kind_id;
 
+/* X(ID, SINCE, WHAT): what minor SINCE added that is neither a kind nor
+ * an entry: a descriptor field, or what a value means. */
+#define LK__ABI_FEATURES(X)                                                    \
+  X(CHECK_STATE, 4, "the descriptor's check_state")                            \
+  X(OPT_PATH, 4, "options of type LK_OPT_PATH")                                \
+  X(OPT_RANGE, 4, "a number option's choices are its range")                   \
+  X(OPT_PATHS, 6, "options of type LK_OPT_PATHS")                              \
+  X(MOMENTUM_STATUS, 6, "the optimizer's set_momentum returns a status")
+
+typedef enum lk__abi_feature {
+#define LK__ABI_ENUM(ID, ...) LK__ABI_##ID,
+  LK__ABI_FEATURES(LK__ABI_ENUM)
+#undef LK__ABI_ENUM
+      LK__N_ABI_FEATURES
+} lk__abi_feature;
+
+/* Whether a plugin built for ABI minor MINOR has feature F. */
+bool lk__abi_has(unsigned minor, lk__abi_feature f);
+/* The ABI minor D was built for. */
+unsigned lk__abi_minor(const lk_descriptor *d);
+/* The size of the descriptor ABI minor MINOR defines: its last field the
+ * newest kind's, or check_state. */
+size_t lk__abi_desc_size(unsigned minor);
+
+/* The host's copies of a plugin's ops tables, one of each kind. */
+typedef struct lk__ops_copy {
+#define LK__OPS_COPY(ID, NAME, ...) lk_##NAME##_ops NAME;
+  LK__KINDS(LK__OPS_COPY)
+#undef LK__OPS_COPY
+} lk__ops_copy;
+
+/* Points every ops table of D (the host's copy of a descriptor checked
+ * for MINOR) at one in COPY holding the entries MINOR defines, NULL past
+ * them: a plugin built before an entry was added never has it. */
+void lk__abi_copy_ops(lk_descriptor *d, unsigned minor, lk__ops_copy *copy);
+
+/* The entries of kind K's ops table ABI minor MINOR defines (those
+ * before the first one newer than it). */
+size_t lk__abi_entries(lk__kind_id k, unsigned minor);
+
 typedef struct lk__kind {
   const char *name;
   const char *role;
@@ -80,6 +128,7 @@ typedef struct lk__kind {
   int created;
   const char *help;
   size_t field; /* offsetof(lk_descriptor, NAME) */
+  size_t copy;  /* offsetof(lk__ops_copy, NAME) */
   const lk__entry *entries;
   size_t n_entries;
 } lk__kind;
@@ -89,21 +138,20 @@ extern const lk__kind lk__kinds[LK__N_KINDS];
 /* The kind whose [plugins] key is ROLE, or NULL. */
 const lk__kind *lk__kind_of_role(const char *role);
 
-/* D's ops table for kind K (NULL when it has none, or K is newer than
- * D's minor version MINOR). */
-const void *lk__kind_ops(const lk_descriptor *d, unsigned minor,
-                         const lk__kind *k);
+/* D's ops table for kind K (NULL when it has none). D is the host's copy
+ * (lk_plugin_desc): a kind newer than the plugin's minor is NULL there. */
+const void *lk__kind_ops(const lk_descriptor *d, const lk__kind *k);
 
-/* Entry I of D's ops table for K, NULL when absent or newer than MINOR:
- * the one ABI guard every caller goes through. */
-void (*lk__kind_entry(const lk_descriptor *d, unsigned minor, const lk__kind *k,
+/* Entry I of D's ops table for K, NULL when absent (or newer than the
+ * plugin's minor: the host's copy has none of those). */
+void (*lk__kind_entry(const lk_descriptor *d, const lk__kind *k,
                       size_t i))(void);
 
 /* The index of entry FIELD in ops struct TYPE, for lk__kind_entry. */
 #define LK__ENTRY(type, field) (offsetof(type, field) / sizeof(void (*)(void)))
 
 /* Whether D can play K's role: the kind's ops with every required entry. */
-bool lk__kind_has(const lk_descriptor *d, unsigned minor, const lk__kind *k);
+bool lk__kind_has(const lk_descriptor *d, const lk__kind *k);
 
 /* "step,backward": the kinds D implements, in descriptor order, into BUF. */
 const char *lk__kind_list(const lk_descriptor *d, char *buf, size_t len);

@@ -24,19 +24,14 @@ struct lk_plugin {
   char *path;
   int fd;         /* the file dlopen loaded, as /proc/self/fd/FD */
   struct stat st; /* what fd is */
-  /* A zero-padded copy: fields past the plugin's own size read as NULL. */
+  /* A zero-padded copy: fields past the plugin's own size read as NULL
+   * (lk_plugin_desc: the plugin's own ops tables). */
   lk_descriptor desc;
-};
-
-/* The size of the descriptor as each minor version of ABI 1 defines it. */
-static const size_t desc_size[] = {
-    offsetof(lk_descriptor, callback) + sizeof(void *),    /* 1.0 */
-    offsetof(lk_descriptor, scheduler) + sizeof(void *),   /* 1.1 */
-    offsetof(lk_descriptor, scheduler) + sizeof(void *),   /* 1.2: new hooks */
-    offsetof(lk_descriptor, precision) + sizeof(void *),   /* 1.3 */
-    offsetof(lk_descriptor, check_state) + sizeof(void *), /* 1.4 */
-    offsetof(lk_descriptor, logger) + sizeof(void *),      /* 1.5 */
-    offsetof(lk_descriptor, logger) + sizeof(void *), /* 1.6: evaluation_end */
+  /* The host's copy, the ABI guard (kinds.h): the fields the plugin's
+   * minor defines, zero past them, its ops tables in OPS, each with the
+   * entries that minor defines, NULL past them (lk__plugin_host_desc). */
+  lk_descriptor host;
+  lk__ops_copy ops;
 };
 
 /* ---- What the host reads from a descriptor ----
@@ -200,10 +195,10 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
                    name, path, k, printable(buf, sizeof buf, o->name));
   snprintf(shown, sizeof shown, " (%s)", printable(buf, sizeof buf, o->name));
   int type;
-  memcpy(&type, &o->type, sizeof type);  /* any value, not just the enum's */
-  int last = minor >= 6   ? LK_OPT_PATHS /* PATHS: 1.6 */
-             : minor >= 4 ? LK_OPT_PATH  /* PATH: 1.4 */
-                          : LK_OPT_DOUBLES;
+  memcpy(&type, &o->type, sizeof type); /* any value, not just the enum's */
+  int last = lk__abi_has(minor, LK__ABI_OPT_PATHS)  ? LK_OPT_PATHS
+             : lk__abi_has(minor, LK__ABI_OPT_PATH) ? LK_OPT_PATH
+                                                    : LK_OPT_DOUBLES;
   if (type < LK_OPT_INT || type > last)
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): option %zu%s has an unknown type %d "
@@ -227,7 +222,7 @@ static int check_option(const segments *ss, const lk_option *o, size_t k,
                    name, path, k, shown);
   /* Since ABI 1.4 a number's choices are its range. */
   lk__range r;
-  if (minor >= 4 && o->choices &&
+  if (lk__abi_has(minor, LK__ABI_OPT_RANGE) && o->choices &&
       (type == LK_OPT_INT || type == LK_OPT_DOUBLE || type == LK_OPT_DOUBLES) &&
       lk__option_range(o, &r) != 0)
     return lk__err(LK_ELOAD,
@@ -310,20 +305,18 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): destroy points outside any loaded code",
                    name, path);
-  memcpy(&fn, &d->check_state, sizeof fn);
-  if (minor >= 4 && !in_code(ss, fn))
+  memcpy(&fn, &d->check_state, sizeof fn); /* NULL before 1.4 */
+  if (!in_code(ss, fn))
     return lk__err(LK_ELOAD,
                    "plugin %s (%s): check_state points outside any loaded "
                    "code",
                    name, path);
   for (size_t k = 0; k < LK__N_KINDS; k++) {
     const lk__kind *kind = &lk__kinds[k];
-    const char *ops = lk__kind_ops(d, minor, kind);
+    const char *ops = lk__kind_ops(d, kind); /* NULL: newer than minor */
     if (!ops)
       continue;
-    size_t n = 0; /* the entries the plugin's minor defines */
-    while (n < kind->n_entries && kind->entries[n].since <= minor)
-      n++;
+    size_t n = lk__abi_entries((lk__kind_id)k, minor);
     if ((uintptr_t)ops % _Alignof(any_fn) ||
         !segment_of(ss, ops, n * sizeof(any_fn), false))
       return lk__err(LK_ELOAD,
@@ -344,12 +337,11 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
 }
 
 /* Checks the descriptor D that dlsym found in the plugin (SS its segments)
- * and fills COPY, zero-padded past the plugin's size. */
+ * and fills COPY, zero-padded past the plugin's size, and HOST with what
+ * the plugin's minor defines, zero past it. */
 static int check_descriptor(const segments *ss, const void *d,
-                            lk_descriptor *copy, const char *name,
-                            const char *path) {
-  _Static_assert(sizeof desc_size / sizeof desc_size[0] == LK_ABI_MINOR + 1,
-                 "every minor version needs its descriptor size");
+                            lk_descriptor *copy, lk_descriptor *host,
+                            const char *name, const char *path) {
   /* Only the version and size can be read before they are checked. */
   size_t head = offsetof(lk_descriptor, size) + sizeof copy->size;
   if ((uintptr_t)d % _Alignof(lk_descriptor) || !segment_of(ss, d, head, false))
@@ -367,11 +359,12 @@ static int check_descriptor(const segments *ss, const void *d,
                    "plugin %s (%s) was built for loopkit plugin ABI %u.%u; "
                    "this loopkit has ABI %d.%d: rebuild the plugin",
                    name, path, major, minor, LK_ABI_MAJOR, LK_ABI_MINOR);
-  if (size < desc_size[minor])
+  size_t defined = lk__abi_desc_size(minor);
+  if (size < defined)
     return lk__err(LK_EABI,
                    "plugin %s (%s): descriptor size %u is smaller than ABI "
                    "%u.%u's %zu",
-                   name, path, size, major, minor, desc_size[minor]);
+                   name, path, size, major, minor, defined);
   size_t len = size < sizeof *copy ? size : sizeof *copy;
   if (!segment_of(ss, d, len, false))
     return lk__err(LK_ELOAD,
@@ -380,6 +373,8 @@ static int check_descriptor(const segments *ss, const void *d,
                    name, path, size);
   memset(copy, 0, sizeof *copy);
   memcpy(copy, d, len);
+  memset(host, 0, sizeof *host);
+  memcpy(host, d, defined); /* what a later minor added stays NULL */
   int rc;
   if (!copy->name)
     return lk__err(LK_ELOAD, "plugin %s (%s): descriptor has no valid name",
@@ -393,7 +388,7 @@ static int check_descriptor(const segments *ss, const void *d,
       (rc = check_desc_string(ss, copy->summary, "summary", name, path)) != 0 ||
       (rc = check_options(ss, copy->options, minor, name, path)) != 0)
     return rc;
-  return check_functions(ss, copy, minor, name, path);
+  return check_functions(ss, host, minor, name, path);
 }
 
 /* ---- Plugin security ----
@@ -544,6 +539,26 @@ static int check_link(const char *who, const char *link,
   return check_dirs(who, link, link);
 }
 
+/* The end of walk: DONE (PATH_MAX bytes) resolved through LINKS links,
+ * or the errno ERR that stopped it; the path in *REAL, its status in
+ * *ST. */
+static int walked(const char *name, const char *path, char *done, int links,
+                  int err, char **real, struct stat *st) {
+  if (err == 0 && !*done)
+    snprintf(done, PATH_MAX, "/");
+  /* Again, for a path that ends in "." or "..". */
+  if (err == 0 && lstat(done, st) != 0)
+    err = errno;
+  if (err != 0) /* in a chain, the component that failed is named too */
+    return links ? lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s: %s",
+                           name, path, done, strerror(err))
+                 : lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s", name,
+                           path, strerror(err));
+  if (!(*real = lk__strdup(done)))
+    return lk__err(LK_ENOMEM, "out of memory");
+  return 0;
+}
+
 /* Resolves PATH (plugin NAME; WHO names both) as the kernel would, checking
  * each symbolic link on the way (rule 4). On success *REAL is the file it
  * leads to, absolute and free of links, and *ST that file's lstat. */
@@ -620,21 +635,7 @@ static int walk(const char *name, const char *path, const char *who,
     p = rest = next;
   }
   free(rest);
-  if (rc != 0)
-    return rc;
-  if (err == 0 && !*done)
-    snprintf(done, sizeof done, "/");
-  /* Again, for a path that ends in "." or "..". */
-  if (err == 0 && lstat(done, st) != 0)
-    err = errno;
-  if (err != 0) /* in a chain, the component that failed is named too */
-    return links ? lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s: %s",
-                           name, path, done, strerror(err))
-                 : lk__err(LK_ELOAD, "cannot load plugin %s from %s: %s", name,
-                           path, strerror(err));
-  if (!(*real = lk__strdup(done)))
-    return lk__err(LK_ENOMEM, "out of memory");
-  return 0;
+  return rc != 0 ? rc : walked(name, path, done, links, err, real, st);
 }
 
 /* Rule 1 on FD, the file the walk reached at REAL (WALKED: its lstat);
@@ -911,7 +912,9 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
   if (rc == 0)
     rc = find_segments(h, &ss, name, path);
   if (rc == 0)
-    rc = check_descriptor(&ss, d, &p->desc, name, path);
+    rc = check_descriptor(&ss, d, &p->desc, &p->host, name, path);
+  if (rc == 0)
+    lk__abi_copy_ops(&p->host, lk__abi_minor(&p->host), &p->ops);
   if (rc != 0) {
     if (p)
       free(p->path);
@@ -987,16 +990,20 @@ const lk_descriptor *lk_plugin_desc(const lk_plugin *p) {
   return &p->desc;
 }
 
+const lk_descriptor *lk__plugin_host_desc(const lk_plugin *p) {
+  return &p->host;
+}
+
 const char *lk_plugin_path(const lk_plugin *p) {
   return p->path;
 }
 
 unsigned lk__plugin_minor(const lk_plugin *p) {
-  return p->desc.abi_version & 0xffff;
+  return lk__abi_minor(&p->desc);
 }
 
 const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len) {
-  return lk__kind_list(&p->desc, buf, len);
+  return lk__kind_list(&p->host, buf, len);
 }
 
 typedef struct scan {

@@ -18,5 +18,9 @@ bool lk__unsafe_plugins(void);
 /* loader.c: the ABI minor version a plugin was built for; entries an ops
  * table gained after it must not be read. */
 unsigned lk__plugin_minor(const lk_plugin *p);
+/* The host's copy of P's descriptor (the ABI guard, kinds.h): what P's
+ * minor does not define reads as NULL, fields and ops entries alike. The
+ * host reads P through it, never through lk_plugin_desc. */
+const lk_descriptor *lk__plugin_host_desc(const lk_plugin *p);
 
 #endif

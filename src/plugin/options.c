@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kinds.h"
 #include "options.h"
 
 typedef struct option_value {
@@ -125,7 +126,7 @@ int lk__option_range(const lk_option *o, lk__range *r) {
  * ABI 1.4, whose choices mean nothing for a number). */
 static bool range_of(const lk_descriptor *desc, const lk_option *o,
                      lk__range *r) {
-  if ((desc->abi_version & 0xffff) < 4 || !o->choices ||
+  if (!lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) || !o->choices ||
       (o->type != LK_OPT_INT && o->type != LK_OPT_DOUBLE &&
        o->type != LK_OPT_DOUBLES))
     return false;
@@ -226,7 +227,7 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
   case LK_OPT_DOUBLE:
     if (lk__parse_double(text, &v->d) != 0)
       return lk__err(LK_ECONFIG, "expected a number, got \"%s\"", text);
-    if ((desc->abi_version & 0xffff) >= 4 &&
+    if (lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) &&
         (*range = check_number(&r, ranged, v->d, "") != 0))
       return LK_ECONFIG;
     break;
@@ -246,7 +247,8 @@ static int parse_value(const lk_descriptor *desc, option_value *v,
     if (parse_list(text, &v->list, &v->list_len) != 0)
       return lk__err(LK_ECONFIG, "expected a comma list of numbers, got \"%s\"",
                      text);
-    for (size_t i = 0; (desc->abi_version & 0xffff) >= 4 && i < v->list_len;
+    for (size_t i = 0;
+         lk__abi_has(lk__abi_minor(desc), LK__ABI_OPT_RANGE) && i < v->list_len;
          i++) {
       snprintf(what, sizeof what, "value %zu ", i + 1);
       if ((*range = check_number(&r, ranged, v->list[i], what) != 0))
@@ -339,6 +341,29 @@ int lk__options_parse(const lk_descriptor *desc, const char *section,
   return lk__options_parse_in(desc, section, NULL, NULL, cfg, out);
 }
 
+/* Every key of SECTION in CFG must be one of DESC's N options, or a key
+ * HOST_KEYS gives the host; WHO names the instance. */
+static int check_keys(const lk_descriptor *desc, size_t n, const char *section,
+                      const char *const *host_keys, const lk_config *cfg,
+                      const char *who) {
+  for (size_t i = 0; i < lk__config_count(cfg); i++) {
+    const lk_config_entry *e = lk__config_at(cfg, i);
+    if (strcmp(e->section, section) != 0 || is_host_key(host_keys, e->key))
+      continue;
+    bool known = false;
+    for (size_t k = 0; k < n; k++)
+      known = known || strcmp(desc->options[k].name, e->key) == 0;
+    if (!known) {
+      char acc[1024];
+      list_accepted(desc, acc, sizeof acc);
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown option \"%s\" for plugin %s; accepted: %s",
+                     e->where, e->key, who, acc);
+    }
+  }
+  return 0;
+}
+
 int lk__options_parse_in(const lk_descriptor *desc, const char *section,
                          const char *base, const char *const *host_keys,
                          const lk_config *cfg, lk_options **out) {
@@ -355,22 +380,8 @@ int lk__options_parse_in(const lk_descriptor *desc, const char *section,
   snprintf(who, sizeof who, "%s%s%s",
            strcmp(section, desc->name) ? section : "",
            strcmp(section, desc->name) ? ":" : "", desc->name);
-  /* Every key of the section must be declared. */
-  for (size_t i = 0; cfg && i < lk__config_count(cfg) && rc == 0; i++) {
-    const lk_config_entry *e = lk__config_at(cfg, i);
-    if (strcmp(e->section, section) != 0 || is_host_key(host_keys, e->key))
-      continue;
-    bool known = false;
-    for (size_t k = 0; k < n; k++)
-      known = known || strcmp(desc->options[k].name, e->key) == 0;
-    if (!known) {
-      char acc[1024];
-      list_accepted(desc, acc, sizeof acc);
-      rc = lk__err(LK_ECONFIG,
-                   "%s: unknown option \"%s\" for plugin %s; accepted: %s",
-                   e->where, e->key, who, acc);
-    }
-  }
+  if (cfg)
+    rc = check_keys(desc, n, section, host_keys, cfg, who);
   for (size_t k = 0; k < n && rc == 0; k++) {
     const lk_option *o = &desc->options[k];
     option_value *v = &opts->values[k];

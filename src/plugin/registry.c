@@ -78,6 +78,7 @@ static void instance_free(lk__instance *in) {
   free(in->label);
   free(in->where);
   free(in->own_params);
+  free(in->keeps.dir);
   free(in);
 }
 
@@ -144,7 +145,7 @@ int lk__registry_find(lk__env *env, const char *spec, const char *where,
     instance_free(in);
     return lk__err_prefix(rc, "%s", where);
   }
-  in->desc = lk_plugin_desc(in->plugin);
+  in->desc = lk__plugin_host_desc(in->plugin);
   in->minor = lk__plugin_minor(in->plugin);
   if (name_instance(in, name) != 0) {
     instance_free(in);
@@ -194,7 +195,7 @@ int lk__registry_clone(lk__env *env, const lk__instance *base, const char *spec,
     instance_free(in);
     return lk__err_prefix(rc, "%s", base->where);
   }
-  in->desc = lk_plugin_desc(in->plugin);
+  in->desc = lk__plugin_host_desc(in->plugin);
   in->minor = lk__plugin_minor(in->plugin);
   if (name_instance(in, name) != 0) {
     instance_free(in);
@@ -214,7 +215,7 @@ int lk__registry_assign(lk__env *env, lk__kind_id k, const char *spec,
   int rc = lk__registry_find(env, spec, where, &in);
   if (rc != 0)
     return rc;
-  if (!lk__kind_has(in->desc, in->minor, &lk__kinds[k])) {
+  if (!lk__kind_has(in->desc, &lk__kinds[k])) {
     char kinds[128];
     return lk__err(
         LK_EKIND, "%s: plugin %s (%s) cannot be the %s: it implements %s",
@@ -335,19 +336,18 @@ void lk__registry_free(lk__registry *reg) {
 }
 
 void (*lk__entry_of(const lk__instance *in, lk__kind_id k, size_t i))(void) {
-  return lk__kind_entry(in->desc, in->minor, &lk__kinds[k], i);
+  return lk__kind_entry(in->desc, &lk__kinds[k], i);
 }
 
+/* The host's copy of the ops has no entry newer than the plugin's minor
+ * (kinds.h): get_lr and set_lr are NULL for ABI 1.0, the momentum's
+ * before 1.5. */
 const lk_optimizer_ops *lk__lr_ops(const lk__instance *in) {
   const lk_optimizer_ops *ops = in->desc->optimizer;
-  if (!ops || in->minor < 1 || !ops->get_lr || !ops->set_lr)
-    return NULL;
-  return ops;
+  return ops && ops->get_lr && ops->set_lr ? ops : NULL;
 }
 
 const lk_optimizer_ops *lk__momentum_ops(const lk__instance *in) {
   const lk_optimizer_ops *ops = in->desc->optimizer;
-  if (!ops || in->minor < 5 || !ops->get_momentum || !ops->set_momentum)
-    return NULL;
-  return ops;
+  return ops && ops->get_momentum && ops->set_momentum ? ops : NULL;
 }

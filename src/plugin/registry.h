@@ -27,7 +27,7 @@ struct lk_host {
 
 struct lk__instance {
   lk_plugin *plugin;
-  const lk_descriptor *desc; /* the host's checked copy */
+  const lk_descriptor *desc; /* the host's copy: the ABI guard (kinds.h) */
   unsigned minor;            /* the ABI minor it was built for */
   char *name;  /* its config section and state prefix: NAME of NAME:PLUGIN,
                   else the plugin's name (a path's descriptor name) */
@@ -62,6 +62,14 @@ struct lk__instance {
    * has asked for it (lk_host_initial_lr). */
   double initial_lr;
   bool has_initial_lr;
+  /* What a callback said it keeps (lk_host_keep_checkpoints; the policy
+   * is loop/ckpt_policy.c's). */
+  struct {
+    bool declared; /* it said; otherwise its options are read */
+    bool files;    /* it keeps checkpoints of its own ... */
+    char *dir;     /* ... in DIR (NULL: checkpoints) */
+    bool best;     /* ... best.ckpt among them */
+  } keeps;
   lk_host host;
 };
 

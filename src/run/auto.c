@@ -61,8 +61,7 @@ static int epoch_batches(lk_run *run, int64_t *out) {
   int world = s && s->created && s->desc->strategy->world_size
                   ? s->desc->strategy->world_size(s->self)
                   : 1;
-  if (world > 1)
-    nb /= (size_t)world;
+  nb = lk__shard_train(nb, world, 0).count;
   *out = nb > 0 ? (int64_t)nb : 1;
   return 0;
 }

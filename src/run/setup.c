@@ -129,7 +129,7 @@ static int assign_role(lk_run *run, const lk_config *cfg, lk__kind_id k) {
   if (k == LK__KIND_BACKWARD && !e) {
     /* The step's plugin, which a manual step may not implement. */
     lk__instance *step = run->env.reg.role[LK__KIND_STEP];
-    if (lk__kind_has(step->desc, step->minor, kind)) {
+    if (lk__kind_has(step->desc, kind)) {
       *slot = step;
       step->roles |= 1u << k;
     } else if (!run->loop.manual)
@@ -204,8 +204,7 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
   bool listed = false;
   for (size_t i = 0; i < cbs->n; i++)
     listed = listed || cbs->in[i] == step;
-  if (lk__kind_ops(step->desc, step->minor, &lk__kinds[LK__KIND_CALLBACK]) &&
-      !listed)
+  if (lk__kind_ops(step->desc, &lk__kinds[LK__KIND_CALLBACK]) && !listed)
     cbs->in[cbs->n++] = step;
   return check_roles(run, cfg);
 }
@@ -358,110 +357,7 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   return rc == 0 ? lk__optim_export(run, cfg, run->cfg) : rc;
 }
 
-/* ---- [loop] test_ckpt --------------------------------------------------- */
-
-static bool declares(const lk_descriptor *d, const char *option) {
-  for (const lk_option *o = d->options; o && o->name; o++)
-    if (strcmp(o->name, option) == 0)
-      return true;
-  return false;
-}
-
-/* test_ckpt = best tests best.ckpt, which a checkpoint callback writes:
- * one that keeps the best checkpoints by a monitored metric (it has the
- * options monitor and save_top_k, as the bundled checkpoint and
- * Lightning's ModelCheckpoint) and keeps at least one. With several, the
- * first listed is the one, as Lightning's trainer.checkpoint_callback. */
-static const lk__instance *best_keeper(const lk_run *run) {
-  const lk__registry *reg = &run->env.reg;
-  const lk__listed *cbs = &reg->listed[LK__KIND_CALLBACK];
-  for (size_t i = 0; i < cbs->n; i++) {
-    const lk__instance *cb = cbs->in[i];
-    if (declares(cb->desc, "monitor") && declares(cb->desc, "save_top_k") &&
-        lk_opt_int(cb->opts, "save_top_k") != 0)
-      return cb;
-  }
-  return NULL;
-}
-
-/* Only rank 0 writes checkpoints, so the other processes would have
- * nothing to load. */
-static int check_test_ckpt(lk_run *run, const lk_config *cfg) {
-  if (run->loop.test_ckpt != LK__TEST_BEST)
-    return 0;
-  const lk_config_entry *e = lk_config_find(cfg, "loop", "test_ckpt");
-  const char *where = e ? e->where : lk__config_path(cfg);
-  bool found = (run->best_keeper = best_keeper(run)) != NULL;
-  if (!found)
-    return lk__err(LK_ECONFIG,
-                   "%s: loop.test_ckpt = best needs a checkpoint callback "
-                   "that keeps the best checkpoint by a monitored metric "
-                   "([plugins] callbacks = checkpoint, with [checkpoint] "
-                   "monitor and save_top_k != 0); or test_ckpt = last",
-                   where);
-  if (run->env.world > 1)
-    return lk__err(LK_ECONFIG,
-                   "%s: loop.test_ckpt = best with %d processes: only rank "
-                   "0 writes best.ckpt; use test_ckpt = last, then loopkit "
-                   "test CONFIG --ckpt RUN_DIR/checkpoints/best.ckpt",
-                   where, run->env.world);
-  return 0;
-}
-
-/* ---- checkpoint callbacks' directories -------------------------------------
- */
-
-/* Where a checkpoint callback (one with the options dirpath and filename,
- * as the bundled checkpoint and Lightning's ModelCheckpoint) keeps its
- * files, relative to the run directory unless absolute, without "./" and
- * trailing slashes, into BUF: best_ckpt_path's rule (loop.c). */
-static void keeper_dir(const lk__instance *cb, char *buf, size_t len) {
-  const char *d = lk_opt_string(cb->opts, "dirpath");
-  if (!d || !*d) {
-    snprintf(buf, len, "checkpoints%s%s", cb->named ? "/" : "",
-             cb->named ? cb->name : "");
-    return;
-  }
-  while (d[0] == '.' && d[1] == '/')
-    for (d += 2; *d == '/';)
-      d++;
-  snprintf(buf, len, "%s", *d ? d : ".");
-  for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/';)
-    buf[--n] = '\0';
-}
-
-/* Two checkpoint callbacks in one directory would each write best.ckpt
- * there over the other's, and delete each other's kept files when their
- * filenames meet: refused before anything is written. */
-static int check_keepers(const lk_run *run) {
-  const lk__listed *cbs = &run->env.reg.listed[LK__KIND_CALLBACK];
-  char a[1024], b[1024];
-  for (size_t i = 0; i < cbs->n; i++) {
-    const lk__instance *x = cbs->in[i];
-    if (!declares(x->desc, "dirpath") || !declares(x->desc, "filename"))
-      continue;
-    keeper_dir(x, a, sizeof a);
-    for (size_t k = i + 1; k < cbs->n; k++) {
-      const lk__instance *y = cbs->in[k];
-      if (!declares(y->desc, "dirpath") || !declares(y->desc, "filename"))
-        continue;
-      keeper_dir(y, b, sizeof b);
-      if (strcmp(a, b) == 0)
-        return lk__err(LK_ECONFIG,
-                       "callbacks %s (filename %s) and %s (filename %s) both "
-                       "keep their checkpoints in %s: each would write "
-                       "best.ckpt there over the other's, and delete what "
-                       "the other kept; give one of them a dirpath of its "
-                       "own",
-                       x->name, lk_opt_string(x->opts, "filename"), y->name,
-                       lk_opt_string(y->opts, "filename"), a);
-    }
-  }
-  return 0;
-}
-
-/* ---- lk_run_new -----------------------------------------------------------
- */
+/* ---- lk_run_new ---------------------------------------------------------- */
 
 /* [loop] threads = 0: the CPUs this process may use, divided among the
  * processes a launcher started on this node, each of which would
@@ -597,9 +493,7 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   if (rc == 0)
     rc = lk__strategy_setup(run);
   if (rc == 0)
-    rc = check_test_ckpt(run, cfg);
-  if (rc == 0)
-    rc = check_keepers(run);
+    rc = lk__ckpt_check(run, cfg);
   if (rc == 0)
     rc = effective_config(run, cfg);
   if (rc == 0)

@@ -17,6 +17,14 @@ int lk__launcher_check(lk_run *run, const lk_config *cfg);
  * launcher or when it does not say; *VAR names the variable that said. */
 int lk__launcher_local_ranks(const char **var);
 
+/* ---- setup.c ------------------------------------------------------------- */
+
+/* What the instances CFG makes start with: every parameter and state
+ * tensor, copied as a checkpoint holds them (OUT->state and rng are left
+ * zero). The instances are created and nothing more (no strategy set up,
+ * no closure, no run directory, no log), then freed. */
+int lk__start_values(const lk_config *cfg, lk__ckpt **out);
+
 /* ---- optim.c: the optimizers and schedulers from the config ------------- */
 
 /* [plugins] optimizer or scheduler (K), a list: its instances, the first

@@ -82,6 +82,26 @@ static int convert(const char *path, const lk__st_tensor *t, lk_tensor *p) {
   return 0;
 }
 
+/* File tensor T has the shape of parameter P of plugin WHO. */
+static int check_shape(const char *who, const char *path,
+                       const lk__st_tensor *t, const lk_tensor *p) {
+  bool same = p->ndim == t->ndim;
+  for (size_t d = 0; same && d < p->ndim; d++)
+    same = p->shape[d] == t->shape[d];
+  if (same)
+    return 0;
+  char want[8 + LK_MAX_DIMS * 22], got[8 + LK__ST_MAX_DIMS * 22];
+  uint64_t shape[LK_MAX_DIMS];
+  for (size_t d = 0; d < p->ndim; d++)
+    shape[d] = p->shape[d];
+  shape_text(want, sizeof want, p->ndim, shape);
+  shape_text(got, sizeof got, t->ndim, t->shape);
+  return lk__err(LK_EINVAL,
+                 "plugin %s: %s: tensor \"%s\" has shape %s, parameter %s "
+                 "of plugin %s has shape %s",
+                 who, path, t->name, got, p->name, who, want);
+}
+
 int lk_host_load_params(lk_host *host, const char *path,
                         const char *const *ignore) {
   if (!host || !host->inst)
@@ -123,22 +143,8 @@ int lk_host_load_params(lk_host *host, const char *path,
       break;
     }
     const lk_tensor *p = ts->params[k];
-    bool same = p->ndim == t->ndim;
-    for (size_t d = 0; same && d < p->ndim; d++)
-      same = p->shape[d] == t->shape[d];
-    if (!same) {
-      char want[8 + LK_MAX_DIMS * 22], got[8 + LK__ST_MAX_DIMS * 22];
-      uint64_t shape[LK_MAX_DIMS];
-      for (size_t d = 0; d < p->ndim; d++)
-        shape[d] = p->shape[d];
-      shape_text(want, sizeof want, p->ndim, shape);
-      shape_text(got, sizeof got, t->ndim, t->shape);
-      rc = lk__err(LK_EINVAL,
-                   "plugin %s: %s: tensor \"%s\" has shape %s, parameter %s "
-                   "of plugin %s has shape %s",
-                   who, path, t->name, got, p->name, who, want);
+    if ((rc = check_shape(who, path, t, p)) != 0)
       break;
-    }
     if (t->dtype != LK__ST_F32 && t->dtype != LK__ST_F64)
       rc = lk__err(LK_EINVAL,
                    "plugin %s: %s: tensor \"%s\" is %s: only F32 and F64 "

@@ -8,7 +8,9 @@
 #   it uses, read from the objects' symbols);
 # - every plugin source sits in the folder of a kind it declares, or in
 #   plugins/lib, which holds no plugin;
-# - no function of the loop is longer than a screen.
+# - no function of the loop is longer than a screen, none of src/ longer
+#   than 80 lines nor of plugins/ than 100, and no multi-line macro that
+#   generates code longer than 30.
 # Each check is first shown a made-up violation it must report.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 : "${LK_BUILDDIR:?}"
@@ -202,4 +204,69 @@ awk '/^[a-z].*\) \{$/ { name = $0; start = NR }
   "$S/src/loop/loop.c" >"$T/long"
 check "no function in src/loop/loop.c is longer than 60 lines" test ! -s "$T/long"
 [ -s "$T/long" ] && sed 's/^/# /' "$T/long"
+
+# ---- functions and macros of a readable length ---------------------------
+
+cat >"$T/lens.awk" <<'AWK'
+# "FILE:LINE NAME (N lines)" for every function longer than LIMIT lines
+# (its signature to its closing brace) and every multi-line #define longer
+# than MACRO lines that generates code (has a ';' in its body).
+function report(what, start, n) { print FILENAME ":" start " " what " (" n " lines)" }
+FNR == 1 { run = 0; start = 0; mstart = 0 }
+mstart {
+  s = $0; gsub(/"([^"\\]|\\.)*"/, "", s); if (s ~ /;/) mcode = 1
+  if ($0 !~ /\\$/) {
+    if (NR - mstart + 1 > macro && mcode) report(mname, FNR - (NR - mstart), NR - mstart + 1)
+    mstart = 0
+  }
+  next
+}
+/^[ \t]*#[ \t]*define[ \t].*\\$/ {
+  mstart = NR; mcode = 0; mname = $0; sub(/^[ \t]*#[ \t]*define[ \t]+/, "", mname); sub(/[( \t].*/, "", mname)
+  next
+}
+!start && /\)[ \t]*\{[ \t]*$/ && ($0 ~ /^[A-Za-z_]/ || (run && prev[0] ~ /^[A-Za-z_]/)) {
+  start = FNR - run; name = ""
+  for (i = 0; i < run; i++) name = name prev[i] " "
+  name = name $0
+  sub(/\(.*/, "", name); sub(/.*[ *]/, "", name)
+}
+start && /^\}/ { if (FNR - start + 1 > limit) report(name "()", start, FNR - start + 1); start = 0 }
+{
+  if ($0 == "" || $0 ~ /^[#}\/]/ || $0 ~ /^ \*/ || $0 ~ /[;{]$/ || $0 ~ /\*\/$/) run = 0
+  else prev[run++] = $0
+}
+AWK
+# lengths LIMIT FILE...: what in the files is longer than it may be.
+lengths() {
+  lim=$1
+  shift
+  awk -v limit="$lim" -v macro=30 -f "$T/lens.awk" "$@"
+}
+# shellcheck disable=SC2046
+(cd "$S" && lengths 80 $(find src -name '*.[ch]' | sort)) >"$T/long_src"
+check "no function in src/ is longer than 80 lines, nor a code-making macro than 30" \
+  test ! -s "$T/long_src"
+[ -s "$T/long_src" ] && sed 's/^/# /' "$T/long_src"
+# shellcheck disable=SC2046
+(cd "$S" && lengths 100 $(find plugins -name '*.[ch]' | sort)) >"$T/long_plugins"
+check "no function in plugins/ is longer than 100 lines, nor a code-making macro than 30" \
+  test ! -s "$T/long_plugins"
+[ -s "$T/long_plugins" ] && sed 's/^/# /' "$T/long_plugins"
+{
+  printf 'static int\nlong_one(int a,\n         int b) {\n'
+  i=0
+  while [ $i -lt 79 ]; do echo '  a++;'; i=$((i + 1)); done
+  printf '  return a + b;\n}\n#define TABLE(X) \\\n'
+  i=0
+  while [ $i -lt 40 ]; do echo '  X(a, "b; c") \'; i=$((i + 1)); done
+  printf '  X(z, "")\n#define GEN(t) \\\n'
+  i=0
+  while [ $i -lt 30 ]; do echo '  t x; \'; i=$((i + 1)); done
+  printf '  t y;\nint short_one(void) {\n  return 0;\n}\n'
+} >"$T/fake_long.c"
+lengths 80 "$T/fake_long.c" >"$T/fake_long"
+check "... and reports a made-up 84-line function and 32-line code macro, not a long table of data" \
+  sh -c "grep -q 'fake_long.c:1 long_one() (84 lines)' '$T/fake_long' &&
+    grep -q 'fake_long.c:[0-9]* GEN (32 lines)' '$T/fake_long' && [ \$(wc -l <'$T/fake_long') -eq 2 ]"
 finish

@@ -126,6 +126,10 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (rc == 0)
     rc = ckpt_clash_check(&s->name, host, lk_opt_string(o, "filename"),
                           loop_dir(s->dir));
+  /* What it keeps, and where, for the host's checks and the test on
+   * best.ckpt ([loop] test_ckpt = best). */
+  if (rc == 0)
+    rc = lk_host_keep_checkpoints(host, s->dir, top_k != 0);
   if (rc == 0)
     rc = add_state(s, host);
   if (rc != 0) {
