@@ -43,44 +43,59 @@
  * linear layers); the rows past m repeat row m - 1, computed and not
  * stored, so that every loop has constant bounds and the sums stay in
  * registers. */
-#define SMALL_KERNEL(NAME, NV)                                                 \
-  __attribute__((target("avx512f,fma"))) static void NAME(                     \
-      int m, int k, float alpha, const float *a, size_t ars, size_t acs,       \
-      const float *b, size_t ldb, bool add, float *c, size_t ldc) {            \
-    for (int i0 = 0; i0 < m; i0 += SMALL_MR) {                                 \
-      const float *ar[SMALL_MR];                                               \
-      __m512 acc[SMALL_MR][NV];                                                \
-      _Pragma("GCC unroll 16") for (int i = 0; i < SMALL_MR; i++) {            \
-        ar[i] = a + (size_t)(i0 + i < m ? i0 + i : m - 1) * ars;               \
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =       \
-            _mm512_setzero_ps();                                               \
-      }                                                                        \
-      for (int kk = 0; kk < k; kk++) {                                         \
-        __m512 bv[NV];                                                         \
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] =           \
-            _mm512_loadu_ps(b + (size_t)kk * ldb + 16 * v);                    \
-        _Pragma("GCC unroll 16") for (int i = 0; i < SMALL_MR; i++) {          \
-          __m512 av = _mm512_set1_ps(ar[i][(size_t)kk * acs]);                 \
-          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] =     \
-              _mm512_fmadd_ps(av, bv[v], acc[i][v]);                           \
-        }                                                                      \
-      }                                                                        \
-      int h = m - i0 < SMALL_MR ? m - i0 : SMALL_MR;                           \
-      __m512 s = _mm512_set1_ps(alpha);                                        \
-      for (int i = 0; i < h; i++)                                              \
-        for (int v = 0; v < NV; v++) {                                         \
-          float *ci = c + (size_t)(i0 + i) * ldc + 16 * v;                     \
-          __m512 r = _mm512_mul_ps(acc[i][v], s);                              \
-          if (add)                                                             \
-            r = _mm512_add_ps(r, _mm512_loadu_ps(ci));                         \
-          _mm512_storeu_ps(ci, r);                                             \
-        }                                                                      \
-    }                                                                          \
+#define SMALL_TARGET __attribute__((target("avx512f,fma")))
+/* NV (1 or 2) vectors of 16 columns; inlined into small1 and small2 with
+ * NV a constant, so that the loops unroll and the sums stay in registers. */
+SMALL_TARGET __attribute__((always_inline)) static inline void
+small_nv(int nv, int m, int k, float alpha, const float *a, size_t ars,
+         size_t acs, const float *b, size_t ldb, bool add, float *c,
+         size_t ldc) {
+  for (int i0 = 0; i0 < m; i0 += SMALL_MR) {
+    const float *ar[SMALL_MR];
+    __m512 acc[SMALL_MR][2];
+#pragma GCC unroll 16
+    for (int i = 0; i < SMALL_MR; i++) {
+      ar[i] = a + (size_t)(i0 + i < m ? i0 + i : m - 1) * ars;
+      for (int v = 0; v < nv; v++)
+        acc[i][v] = _mm512_setzero_ps();
+    }
+    for (int kk = 0; kk < k; kk++) {
+      __m512 bv[2];
+      for (int v = 0; v < nv; v++)
+        bv[v] = _mm512_loadu_ps(b + (size_t)kk * ldb + 16 * v);
+#pragma GCC unroll 16
+      for (int i = 0; i < SMALL_MR; i++) {
+        __m512 av = _mm512_set1_ps(ar[i][(size_t)kk * acs]);
+        for (int v = 0; v < nv; v++)
+          acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+      }
+    }
+    int h = m - i0 < SMALL_MR ? m - i0 : SMALL_MR;
+    __m512 s = _mm512_set1_ps(alpha);
+    for (int i = 0; i < h; i++)
+      for (int v = 0; v < nv; v++) {
+        float *ci = c + (size_t)(i0 + i) * ldc + 16 * v;
+        __m512 r = _mm512_mul_ps(acc[i][v], s);
+        if (add)
+          r = _mm512_add_ps(r, _mm512_loadu_ps(ci));
+        _mm512_storeu_ps(ci, r);
+      }
   }
-SMALL_KERNEL(small2, 2)
-SMALL_KERNEL(small1, 1)
+}
 
-/* C [m, n] as SMALL_KERNEL, n a multiple of 16: 32 columns at a time. */
+SMALL_TARGET static void small2(int m, int k, float alpha, const float *a,
+                                size_t ars, size_t acs, const float *b,
+                                size_t ldb, bool add, float *c, size_t ldc) {
+  small_nv(2, m, k, alpha, a, ars, acs, b, ldb, add, c, ldc);
+}
+
+SMALL_TARGET static void small1(int m, int k, float alpha, const float *a,
+                                size_t ars, size_t acs, const float *b,
+                                size_t ldb, bool add, float *c, size_t ldc) {
+  small_nv(1, m, k, alpha, a, ars, acs, b, ldb, add, c, ldc);
+}
+
+/* C [m, n] as small_nv, n a multiple of 16: 32 columns at a time. */
 static void small(int m, int n, int k, float alpha, const float *a, size_t ars,
                   size_t acs, const float *b, size_t ldb, bool add, float *c,
                   size_t ldc) {
@@ -103,7 +118,7 @@ static void transpose(float *bt, const float *x, size_t ld, int rows, int hs) {
 typedef struct job {
   lk_nn *nn;
   int B, T, C, NH, hs;
-  bool small; /* the products on SMALL_KERNEL's registers */
+  bool small; /* the products on small_nv's registers */
   float scale;
   float *out, *att, *dqkv;
   const float *qkv, *dout, *catt;
@@ -200,7 +215,7 @@ static void softmax_grad_rows(const float *att, float *ds, int t0, int t1,
   }
 }
 
-/* Whether the head's products take SMALL_KERNEL: f32 products that a
+/* Whether the head's products take small_nv: f32 products that a
  * library would run (the kit's own loop keeps its bits, the same at every
  * vector width: isa_agree), AVX-512 kernels, and a head and a context
  * that fit its blocks. */
