@@ -34,6 +34,33 @@ grep -o '^| `src/[a-z_]*/`' "$S/docs/architecture.md" | sed 's/.*src\/\([a-z_]*\
 check "docs/architecture.md lists the parts in the order of src/PARTS" \
   sh -c "cut -d' ' -f1 '$T/ranks' | cmp -s - '$T/doc_parts'"
 
+# The tree at the top of the map: one line per folder, two spaces of
+# indent per level. tree_dirs DOC SRC: the folders under src/ and plugins/
+# that SRC has and DOC's tree lacks ("missing"), or that it names and SRC
+# has not ("stale").
+tree_dirs() {
+  awk '/^The tree, one line per folder/ { seen = 1 }
+       /^```/ { if (inblock) exit; if (seen) inblock = 1; next }
+       inblock { match($0, /^ */); d = RLENGTH / 2; path[d] = $1; p = ""
+                 for (i = 0; i <= d; i++) p = p path[i]
+                 if (p ~ /^(src|plugins)\/./) { sub(/\/$/, "", p); print p } }' \
+    "$1" | sort >"$T/tree_doc"
+  (cd "$2" && find src plugins -mindepth 1 -type d ! -name '.*' | sort) >"$T/tree_src"
+  comm -13 "$T/tree_doc" "$T/tree_src" | sed 's/^/missing /'
+  comm -23 "$T/tree_doc" "$T/tree_src" | sed 's/^/stale /'
+}
+tree_dirs "$S/docs/architecture.md" "$S" >"$T/tree_diff"
+check "docs/architecture.md's tree names every folder of src/ and plugins/ ($(wc -l <"$T/tree_src") of them), and no other" \
+  test ! -s "$T/tree_diff"
+[ -s "$T/tree_diff" ] && sed 's/^/# /' "$T/tree_diff"
+mkdir -p "$T/fake_tree/src/base" "$T/fake_tree/plugins/model/sequential"
+printf 'The tree, one line per folder\n```\nsrc/\n  base/ x\n  nn/ y\nplugins/\n  model/ z\n```\n' \
+  >"$T/fake_tree.md"
+tree_dirs "$T/fake_tree.md" "$T/fake_tree" >"$T/fake_tree_diff"
+check "... and reports a folder it lacks and one it names in vain" \
+  sh -c "grep -qx 'missing plugins/model/sequential' '$T/fake_tree_diff' &&
+    grep -qx 'stale src/nn' '$T/fake_tree_diff'"
+
 # upward EDGES: the lines "USER DEFINER WHAT" of EDGES (files named
 # PART/FILE) whose user is of a lower part than what it uses.
 upward() {
