@@ -1,6 +1,8 @@
 /* sequential: a network described in the config, layer by layer, as
  * torch.nn.Sequential holds it, trained with softmax cross-entropy against
- * the data's labels; metrics loss and acc (as mlp's).
+ * the data's labels; metrics loss and acc (as mlp's); or with the loss its
+ * option loss names (loss.c: nll, bce_with_logits, mse, l1, smooth_l1,
+ * huber on f32 targets of the output's shape; metrics mse and mae).
  *
  *   [sequential]
  *   layers = conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten,
@@ -1021,7 +1023,8 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
         .name = "sequential",
         .summary =
             "a network of layers described in the config (conv2d, pools, "
-            "norms, activations, dropout, linear), softmax cross-entropy; "
+            "norms, activations, dropout, linear) and its loss "
+            "(cross-entropy, nll, bce, mse, l1, smooth_l1, huber); "
             "or schedulers one after the other, as torch's SequentialLR",
         .options = options, .create = create_either, .destroy = destroy_either,
         .step = &step_ops, .backward = &backward_ops,
