@@ -200,4 +200,13 @@ expect 2 "pos_weight has 2 values, but the network's output is f32 \[1\]" \
 expect 2 "top_k and f1 score classes, but loss = mse takes f32 targets" \
   "f1 with a regression" -- train "$T/csv.ini" --set sequential.f1=true
 check "nothing refused left a run directory" test ! -e runs
+cd "$T" || exit 1
+check "a run's effective config.ini (every loss option's default in it) runs again" sh -c "
+  grep -q '^beta = 1' '$T/csv/config.ini' &&
+  '$LOOPKIT' train '$T/csv/config.ini' --quiet --out '$T/again' >/dev/null 2>&1 &&
+  cmp -s '$T/csv/metrics.csv' '$T/again/metrics.csv'"
+check "... and so does loopkit predict with it" sh -c "
+  '$LOOPKIT' predict '$T/npy/config.ini' --ckpt '$T/npy/checkpoints/last.ckpt' -o '$T/pred2.csv' \
+    --set 'npy.test_x=$D/reg_x.npy' --set 'npy.test_y=$D/reg_y.npy' >/dev/null 2>&1 &&
+  head -1 '$T/pred2.csv' | grep -qx 'index,y0'"
 finish

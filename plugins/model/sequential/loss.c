@@ -93,13 +93,30 @@ static const seq_loss_kind kinds[] = {
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
-/* The loss options, each with the losses that take it (messages). */
-static const char *const option_names[] = {"label_smoothing", "weight",
-                                           "pos_weight", "beta", "delta"};
+/* The loss options and their defaults (loss.h's SEQ_LOSS_OPTIONS); a
+ * list's is empty. */
+static const struct {
+  const char *name;
+  bool list;
+  double def;
+} loss_options[] = {{"weight", true, 0},
+                    {"pos_weight", true, 0},
+                    {"label_smoothing", false, 0},
+                    {"beta", false, 1},
+                    {"delta", false, 1}};
+#define N_OPTIONS (sizeof loss_options / sizeof loss_options[0])
 
-static bool given(const lk_options *o, const char *name) {
+/* Whether the config gives option I a value other than its default: an
+ * effective config.ini, which holds every default, runs again. */
+static bool given(const lk_options *o, size_t i) {
+  const char *name = loss_options[i].name;
   const char *where = lk_opt_where(o, name);
-  return where && strcmp(where, "default") != 0;
+  size_t n = 0;
+  if (!where || strcmp(where, "default") == 0)
+    return false;
+  if (loss_options[i].list)
+    return lk_opt_doubles(o, name, &n) && n > 0;
+  return lk_opt_double(o, name) != loss_options[i].def;
 }
 
 static bool takes(const seq_loss_kind *k, const char *option) {
@@ -144,13 +161,14 @@ int seq_loss_init(lk_host *host, const lk_options *o, seq_loss *L) {
   if (!L->kind) /* the enum's choices refuse it first */
     return lk_fail(host, LK_ECONFIG, "loss = %s: no such loss", name);
   char buf[128];
-  for (size_t i = 0; i < sizeof option_names / sizeof *option_names; i++)
-    if (given(o, option_names[i]) && !takes(L->kind, option_names[i]))
+  for (size_t i = 0; i < N_OPTIONS; i++)
+    if (given(o, i) && !takes(L->kind, loss_options[i].name))
       return lk_fail(host, LK_ECONFIG,
                      "%s: %s is an option of loss = %s, not of loss = %s "
                      "(%s)",
-                     lk_opt_where(o, option_names[i]), option_names[i],
-                     takers(option_names[i], buf, sizeof buf), name,
+                     lk_opt_where(o, loss_options[i].name),
+                     loss_options[i].name,
+                     takers(loss_options[i].name, buf, sizeof buf), name,
                      lk_opt_where(o, "loss"));
   int rc = floats(host, o, "weight", &L->weight, &L->n_weight);
   if (rc == 0)

@@ -1012,9 +1012,9 @@ static const lk_option options[] = {
      "little-endian f32 file of every parameter in order, each in torch's "
      "layout; empty: torch's init from the seed",
      NULL},
-    SEQ_LOSS_OPTIONS,
     SEQLR_OPTIONS,
     MODEL_SCORE_OPTIONS,
+    SEQ_LOSS_OPTIONS, /* last: config.ini keeps the others' order */
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_backward_ops backward_ops = {.backward = backward};
