@@ -974,7 +974,8 @@ static const lk_option options[] = {
     {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
      "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
-     "named_parameters(), F32 or F64; not its buffers), or a raw "
+     "named_parameters(), F32 or F64), and batch norm's buffers (its "
+     "state_dict(), read strictly) or none of them, or a raw "
      "little-endian f32 file of every parameter in order, each in torch's "
      "layout; empty: torch's init from the seed",
      NULL},
