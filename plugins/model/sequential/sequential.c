@@ -344,14 +344,15 @@ static int add_params(seq *m, size_t i, seq_layer *l) {
     if (rc != 0 || s->kind == SEQ_LAYERNORM)
       return rc;
     snprintf(name, sizeof name, "%zu.running_mean", i);
-    rc = lk_host_add_state(host, name, LK_F32, 1, &c, &l->rmean);
+    rc = lk_host_add_buffer(host, name, LK_F32, 1, &c, 0, &l->rmean);
     snprintf(name, sizeof name, "%zu.running_var", i);
     if (rc == 0)
-      rc = lk_host_add_state(host, name, LK_F32, 1, &c, &l->rvar);
+      rc = lk_host_add_buffer(host, name, LK_F32, 1, &c, 0, &l->rvar);
     size_t one = 1;
     snprintf(name, sizeof name, "%zu.num_batches_tracked", i);
     if (rc == 0) /* torch's is an int64; an f64 counts exactly to 2^53 */
-      rc = lk_host_add_state(host, name, LK_F64, 0, &one, &l->count);
+      rc = lk_host_add_buffer(host, name, LK_F64, 0, &one, LK_BUFFER_COUNT,
+                              &l->count);
     if (rc == 0 && (!(l->mean = malloc(c * sizeof(float))) ||
                     !(l->rstd = malloc(c * sizeof(float)))))
       rc = lk_fail(host, LK_ENOMEM, "out of memory");
@@ -1008,7 +1009,8 @@ static const lk_option options[] = {
     {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
      "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
-     "named_parameters(), F32 or F64; not its buffers), or a raw "
+     "named_parameters(), F32 or F64), and batch norm's buffers (its "
+     "state_dict(), read strictly) or none of them, or a raw "
      "little-endian f32 file of every parameter in order, each in torch's "
      "layout; empty: torch's init from the seed",
      NULL},
