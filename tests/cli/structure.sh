@@ -165,6 +165,32 @@ check "... and reports a scheduler among the optimizers, a plugin in lib/, a loo
     grep -q '^lib/shared.c: a plugin' '$T/fake_misplaced' &&
     grep -q '^loose.c: not in a kind' '$T/fake_misplaced'"
 
+# unbuilt DIR: every .c of a plugin's own folder (plugins/KIND/NAME/) that
+# Makefile.am does not build into NAME.so. A plugin given a folder is made
+# of all its files; fuzz/run builds it that way, so a file left out of one
+# or the other is a plugin built two ways.
+unbuilt() {
+  (cd "$1" && find plugins -mindepth 3 -name '*.c' | sort |
+    while read -r f; do
+      name=$(basename "$(dirname "$f")")
+      awk -v v="plugins_${name}_la_SOURCES" -v f="$f" '
+        $1 == v { on = 1 }
+        on { for (i = 1; i <= NF; i++) if ($i == f) found = 1
+             if ($NF != "\\") on = 0 }
+        END { exit !found }' Makefile.am || echo "$f: not in plugins_${name}_la_SOURCES"
+    done)
+}
+unbuilt "$S" >"$T/unbuilt"
+check "every source of a plugin's folder is built into it ($(cd "$S" && find plugins -mindepth 3 -name '*.c' | wc -l) sources)" \
+  test ! -s "$T/unbuilt"
+[ -s "$T/unbuilt" ] && sed 's/^/# /' "$T/unbuilt"
+mkdir -p "$T/fake2/plugins/model/seq"
+printf 'plugins_seq_la_SOURCES = plugins/model/seq/seq.c \\\n\tplugins/model/seq/a.h\n' >"$T/fake2/Makefile.am"
+touch "$T/fake2/plugins/model/seq/seq.c" "$T/fake2/plugins/model/seq/loss.c"
+unbuilt "$T/fake2" >"$T/fake_unbuilt"
+check "... and reports a file of the folder that is not built" \
+  sh -c "grep -q '^plugins/model/seq/loss.c: not in' '$T/fake_unbuilt' && ! grep -q 'seq/seq.c' '$T/fake_unbuilt'"
+
 # ---- the objects' symbols ---------------------------------------------------
 
 # The library's objects (libtool's, in src/PART/.libs), the layer kit's
