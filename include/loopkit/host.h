@@ -92,6 +92,20 @@ LK_API int lk_host_add_buffer(lk_host *host, const char *name, lk_dtype dtype,
                               size_t ndim, const size_t *shape, unsigned flags,
                               lk_tensor **out);
 
+/* Since ABI 1.6: declares one layer of the model, for `loopkit summary`
+ * and the totals a run prints at start (Lightning's ModelSummary): NAME is
+ * the prefix of the layer's parameters' and buffers' names ("3" for
+ * "3.weight", "h.0" for "h.0.attn.c_attn.weight"; the layer owns the
+ * tensors named NAME or NAME.*), TYPE its kind ("conv2d"), OUT [NDIM] the
+ * output shape of one sample, the batch dimension apart (NDIM 0: not
+ * said). In the order of the forward; a layer with no tensors (relu) is
+ * declared too. A model that declares none is summarised by its tensors'
+ * names alone. Only during create; LK_EINVAL for an empty or repeated
+ * name, an empty type, more than LK_MAX_DIMS dimensions or a 0 among
+ * them. */
+LK_API int lk_host_add_layer(lk_host *host, const char *name, const char *type,
+                             size_t ndim, const size_t *out);
+
 /* Since ABI 1.4: fills every parameter THIS plugin has added (call it in
  * create, after adding them) from the safetensors file PATH, by name.
  * Refused, naming the file and the tensor: a parameter the file lacks, a

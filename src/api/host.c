@@ -50,6 +50,17 @@ int lk_host_add_buffer(lk_host *host, const char *name, lk_dtype dtype,
   return rc ? rc : lk__tensors_mark_buffer(ts, ts->n_states - 1, flags);
 }
 
+int lk_host_add_layer(lk_host *host, const char *name, const char *type,
+                      size_t ndim, const size_t *out) {
+  if (host->env->tensors.sealed)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: layer \"%s\" declared after setup (declare "
+                   "layers in create)",
+                   host->inst->label, name ? name : "");
+  return lk__model_layers_add(&host->env->layers, host->inst->label, name, type,
+                              ndim, out);
+}
+
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
                              size_t n) {
   lk__tensors *ts = &host->env->tensors;

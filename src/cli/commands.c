@@ -111,6 +111,12 @@ static const cli_option new_options[] = {
 
 static const cli_option no_options[] = {{NULL, NULL, NULL}};
 
+static const cli_option summary_options[] = {
+    {"--set", "SECTION.KEY=VALUE",
+     "Override one key of the config (repeatable; later wins): another "
+     "layers list, say."},
+    {NULL, NULL, NULL}};
+
 const cli_command cli_commands[] = {
     {"train", "CONFIG.ini", "train as CONFIG.ini says",
      "Load the plugins the config names, train, and write the run "
@@ -193,6 +199,19 @@ const cli_command cli_commands[] = {
      "status 2 when nothing was predicted (as for test, and a step plugin "
      "without predict_step), 1 when the prediction failed.",
      predict_options},
+    {"summary", "CONFIG.ini", "the model's layers, shapes and parameters",
+     "Create the config's plugins (no run directory, nothing trained) and "
+     "print the model as Lightning's ModelSummary does: a row per layer in "
+     "the order of its forward, with its name (the prefix of its tensors' "
+     "names), its type, the output shape of one sample, and the elements "
+     "of its parameters and buffers; then the totals: parameters "
+     "(trainable: those an optimizer steps) and their size, buffers, and "
+     "the activations a sample keeps for the backward (every layer's "
+     "output, f32), the line loopkit train prints at start. A model that "
+     "declares no layers (lk_host_add_layer) is listed by its tensors' "
+     "names, a row per name's first part (h.0 for h.0.attn.weight), with "
+     "no type or shape.",
+     summary_options},
     {"plot", "RUN_DIR", "training curves from metrics.csv",
      "Draw RUN_DIR/metrics.csv as a grid of panels, one for every metric "
      "that has values (the GAN example's d_loss and g_loss too), the "
