@@ -247,6 +247,15 @@ LK_API int lk_checkpoint_dump(const char *path, FILE *out);
 LK_API int lk_checkpoint_export(const char *ckpt, const char *path,
                                 const char *plugin);
 
+/* As lk_checkpoint_export, with the buffers of RUN's model (the step's and
+ * the backward's plugins' lk_host_add_buffer: batch norm's running_mean,
+ * running_var and num_batches_tracked) after the parameters, under their
+ * names without the plugin's prefix and a count as I64: torch's
+ * state_dict() of the same network, which load_state_dict(strict=True)
+ * takes. CKPT is first loaded into RUN (lk_run_load_params: it must be a
+ * checkpoint of RUN's model); "plugin" is the step's plugin. */
+LK_API int lk_run_export(lk_run *run, const char *ckpt, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

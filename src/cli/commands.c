@@ -132,14 +132,20 @@ const cli_command cli_commands[] = {
      "NAME[INDEX] VALUE (%.17g for f64, %.9g for f32).",
      no_options},
     {"export", "CKPT -o FILE", "a checkpoint's parameters as safetensors",
-     "Write every parameter of checkpoint CKPT (not the optimizer's state) "
-     "to FILE in the safetensors format, each with its name, dtype and "
-     "shape, as every output is written (see OUTPUT FILES: - is the "
-     "standard output; CKPT itself is never overwritten), with "
-     "__metadata__ format = pt, step, epoch and "
-     "plugin (the step plugin named in the run directory's config.ini). "
-     "torch and the Hugging Face tools read it, and a model's init option "
-     "(mlp's) starts another run from it. -o is also --output.",
+     "Write every parameter of checkpoint CKPT (not the optimizer's state), "
+     "then its model's buffers (batch norm's running_mean, running_var and "
+     "num_batches_tracked, the last as I64), to FILE in the safetensors "
+     "format, each with torch's state_dict() name, dtype and shape, as "
+     "every output is written (see OUTPUT FILES: - is the standard output; "
+     "CKPT itself is never overwritten), with __metadata__ format = pt, "
+     "step, epoch and plugin (the step plugin named in the run directory's "
+     "config.ini). torch's load_state_dict(strict=True) of the same "
+     "nn.Sequential takes it, and a model's init option starts another run "
+     "from it. Which states are buffers only the model knows: export builds "
+     "the model from the run directory's config.ini, as predict does (its "
+     "data must be readable), or from CONFIG given as loopkit export CONFIG "
+     "--ckpt CKPT -o FILE; a checkpoint with neither gets its parameters "
+     "only. -o is also --output.",
      no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "
