@@ -98,4 +98,22 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
 else
   ok "# SKIP the Fashion-MNIST examples: dataset-fashion-mnist is not installed"
 fi
+# Every other bundled example with a backward: the optimizers' (rosenbrock,
+# lstsq) and the out-of-tree model plugins (plugin, nn_plugin, loss_scale),
+# built here against the source tree's headers. gan (manual optimization),
+# closure and bind_lbfgs (no model plugin) have no backward to check.
+bad=
+for ex in "$LK_SRCDIR"/examples/*.ini; do
+  case $ex in *fashion-mnist* | *gpt-jargon*) continue ;; esac
+  "$LOOPKIT" gradcheck "$ex" --batches 1 --samples 8 >"$T/ex.out" 2>&1 || bad="$bad $ex"
+done
+check "every optimizer example passes (none of:$bad)" test -z "$bad"
+for ex in plugin/quadratic nn_plugin/nnmlp loss_scale/loss_scale; do
+  dir=${ex%/*} so=${ex#*/}
+  mkdir -p "$T/so" && ${LK_CC:-cc} -shared -fPIC -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
+    "$LK_SRCDIR/examples/$ex.c" -o "$T/so/$so.so" -lm >"$T/cc.log" 2>&1
+  (cd "$LK_SRCDIR/examples/$dir" && LOOPKIT_PLUGIN_PATH="$T/so:$LOOPKIT_PLUGIN_PATH" \
+    "$LOOPKIT" gradcheck "$so.ini" --batches 1 --samples 8 >"$T/out" 2>&1)
+  check "examples/$ex.ini (built out of tree) passes" grep -q '^gradcheck: passed' "$T/out"
+done
 finish
