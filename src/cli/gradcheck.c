@@ -55,14 +55,14 @@ static void conclude(const verdict *v) {
   if (v->f32)
     printf("\nnote: %d parameter%s f32: the differences step by %g * "
            "max(1, |w|) and are\ngood to about %g relative, so smaller errors "
-           "in the backward cannot be seen, and\na step across a kink (ReLU, "
-           "max) can exceed that with a right backward\n",
+           "in the backward cannot be seen; a step across a kink\n(ReLU, "
+           "max) is re-checked 8 times smaller\n",
            v->f32, v->f32 == 1 ? " is" : "s are", LK_GRADCHECK_STEP_F32,
            LK_GRADCHECK_TOLERANCE_F32);
   if (v->skipped)
     printf("\nnote: %zu element%s skipped: their one-sided differences "
-           "disagreed at the step\nand at one 8 times smaller (a ReLU's "
-           "zero or a max's tie in between)\n",
+           "disagreed at a step\n8 times smaller too (a ReLU's zero or a "
+           "max's tie within it): not judged\n",
            v->skipped, v->skipped == 1 ? "" : "s");
   char tol[96];
   if (v->tolerance >= 0)
