@@ -146,6 +146,28 @@ typedef void (*lk_gradcheck_fn)(void *user, const char *param,
                                 double max_rel_error, size_t checked);
 LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
                             lk_gradcheck_fn report, void *user);
+/* The same check, each parameter's row with the elements it skipped. Each
+ * element is differenced with the dtype's step h and with h / 8: h's
+ * answer stands when its one-sided differences agree (no kink: a ReLU's
+ * zero or a max's tie between w - h and w + h) and h / 8's central
+ * difference agrees with it to half the dtype's default tolerance;
+ * otherwise h / 8's stands, and the element is skipped when h / 8's
+ * one-sided differences disagree too. The differences' own rounding r,
+ * LK_GRADCHECK_NOISE_ULPS units of the dtype's in each loss over the step,
+ * bounds what they resolve: the error's scale is max(|a|, |n|, 1e-3,
+ * r / tolerance). Every evaluation starts from the same generator state:
+ * dropout draws the same masks each time (train mode, randomness frozen).
+ */
+#define LK_GRADCHECK_NOISE_ULPS 8.0
+typedef struct lk_gradcheck_row {
+  const char *param;
+  double max_rel_error; /* over the elements checked */
+  size_t checked;
+  size_t skipped; /* at a kink */
+} lk_gradcheck_row;
+typedef void (*lk_gradcheck_row_fn)(void *user, const lk_gradcheck_row *row);
+LK_API int lk_run_gradcheck_rows(lk_run *run, size_t batches, size_t samples,
+                                 lk_gradcheck_row_fn report, void *user);
 
 /* Using a trained model (loopkit generate, test, validate, predict), in a
  * run set up with no_run_dir. lk_run_load_params: every parameter of the

@@ -155,7 +155,27 @@ const cli_command cli_commands[] = {
      no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "
-     "the step's loss and print each parameter's largest relative error.",
+     "the step's loss and print each parameter's largest relative error, "
+     "PARAMETER MAX_REL_ERROR CHECKED, on the first N training batches "
+     "(the one no-data batch without a data plugin); no run directory is "
+     "written. Every loss is evaluated in train mode from the same "
+     "generator state, so dropout draws the same masks each time. Each "
+     "element w checked is differenced with a step h = 1e-6 * max(1, |w|) "
+     "for f64 (3e-3 for f32) and with h / 8. A kink, a ReLU's zero or a "
+     "max pooling's tie between w - h and w + h, shows as one-sided "
+     "differences that disagree, or as central differences at h and h / 8 "
+     "that disagree (a kink on each side): then h / 8's differences stand, "
+     "and when its one-sided differences disagree too, the element is "
+     "skipped: not judged, counted as \"(K skipped at kinks)\" on the "
+     "parameter's line and in a note; a parameter all of whose elements "
+     "were skipped fails. The relative error of a gradient a against the "
+     "differences n is |a - n| / max(|a|, |n|, 1e-3, r / t), r the "
+     "differences' own rounding (8 units of the dtype's rounding in each "
+     "loss, over the step): the noise floor, below which a gradient is too "
+     "small for f32 differences to resolve to t, the dtype's default "
+     "tolerance. A parameter over T, or a "
+     "NaN, exits 1 with gradcheck: FAILED; a wrong term in a backward is "
+     "off by O(1) and fails; errors smaller than T cannot be seen.",
      gradcheck_options},
     {"generate", "CONFIG.ini", "text sampled from a trained language model",
      "Create the config's plugins (no run directory), load the parameters "

@@ -13,8 +13,9 @@ typedef struct verdict {
   double tolerance; /* < 0: by each parameter's dtype */
   lk_run *run;
   int over;
-  int f32; /* parameters checked in f32 */
-  int n;   /* parameters checked */
+  int f32;        /* parameters checked in f32 */
+  int n;          /* parameters checked */
+  size_t skipped; /* elements skipped at kinks, over all parameters */
 } verdict;
 
 static lk_dtype dtype_of(lk_run *run, const char *param) {
@@ -26,20 +27,27 @@ static lk_dtype dtype_of(lk_run *run, const char *param) {
   return LK_F64;
 }
 
-static void report(void *user, const char *param, double err, size_t n) {
+static void report(void *user, const lk_gradcheck_row *row) {
   verdict *v = user;
-  bool f32 = dtype_of(v->run, param) == LK_F32;
+  bool f32 = dtype_of(v->run, row->param) == LK_F32;
   double tol = v->tolerance >= 0 ? v->tolerance
                : f32             ? LK_GRADCHECK_TOLERANCE_F32
                                  : LK_GRADCHECK_TOLERANCE_F64;
-  bool bad = !(err <= tol); /* NaN fails */
+  /* NaN fails, and so does a parameter no element of which was checked */
+  bool bad = !(row->max_rel_error <= tol) || (row->skipped && !row->checked);
   v->over += bad;
   v->f32 += f32;
   v->n++;
+  v->skipped += row->skipped;
+  char skips[48] = "";
+  if (row->skipped)
+    snprintf(skips, sizeof skips, " (%zu skipped at kinks)", row->skipped);
   if (bad)
-    printf("%-24s %-14.6g %-8zu over tolerance %g\n", param, err, n, tol);
+    printf("%-24s %-14.6g %-8zu over tolerance %g%s\n", row->param,
+           row->max_rel_error, row->checked, tol, skips);
   else
-    printf("%-24s %-14.6g %zu\n", param, err, n);
+    printf("%-24s %-14.6g %zu%s\n", row->param, row->max_rel_error,
+           row->checked, skips);
 }
 
 /* What the check could tell, and its verdict. */
@@ -47,10 +55,15 @@ static void conclude(const verdict *v) {
   if (v->f32)
     printf("\nnote: %d parameter%s f32: the differences step by %g * "
            "max(1, |w|) and are\ngood to about %g relative, so smaller errors "
-           "in the backward cannot be seen, and\na step across a kink (ReLU, "
-           "max) can exceed that with a right backward\n",
+           "in the backward cannot be seen; a step across a kink\n(ReLU, "
+           "max) is re-checked 8 times smaller\n",
            v->f32, v->f32 == 1 ? " is" : "s are", LK_GRADCHECK_STEP_F32,
            LK_GRADCHECK_TOLERANCE_F32);
+  if (v->skipped)
+    printf("\nnote: %zu element%s skipped: their one-sided differences "
+           "disagreed at a step\n8 times smaller too (a ReLU's zero or a "
+           "max's tie within it): not judged\n",
+           v->skipped, v->skipped == 1 ? "" : "s");
   char tol[96];
   if (v->tolerance >= 0)
     snprintf(tol, sizeof tol, "tolerance %g", v->tolerance);
@@ -137,7 +150,7 @@ int cli_gradcheck(int argc, char **argv) {
   }
   v.run = run;
   printf("%-24s %-14s %s\n", "PARAMETER", "MAX_REL_ERROR", "CHECKED");
-  rc = lk_run_gradcheck(run, (size_t)batches, (size_t)samples, report, &v);
+  rc = lk_run_gradcheck_rows(run, (size_t)batches, (size_t)samples, report, &v);
   if (rc != 0)
     cli_error("gradcheck failed: %s", lk_last_error());
   else
