@@ -36,20 +36,21 @@ typedef struct asgd {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(asgd),
-                                  .step = true,
-                                  .f32 = {"eta", "mu"},
-                                  .lists = 1,
-                                  .states = {"ax"}};
+  static const optim_spec spec = {
+      .size = sizeof(asgd),
+      .step = true,
+      .f32 = {"eta", "mu"},
+      .lists = 1,
+      .states = {"ax"},
+      .fields = {OPTIM_FIELD(asgd, lambd, DOUBLE),
+                 OPTIM_FIELD(asgd, alpha, DOUBLE),
+                 OPTIM_FIELD(asgd, t0, DOUBLE),
+                 OPTIM_FIELD(asgd, weight_decay, DOUBLE),
+                 OPTIM_FIELD(asgd, maximize, BOOL)}};
   int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
   asgd *s = *self;
-  s->lambd = lk_opt_double(o, "lambd");
-  s->alpha = lk_opt_double(o, "alpha");
-  s->t0 = lk_opt_double(o, "t0");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->maximize = lk_opt_bool(o, "maximize");
   s->eta = s->c.f32[0];
   s->mu = s->c.f32[1];
   /* torch sets eta and mu at the first step; a resume overwrites them. */

@@ -54,21 +54,22 @@ static int make_buffers(optim_common *c) {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(rmsprop),
-                                  .step = true,
-                                  .lists = 3,
-                                  .states = {"square_avg"},
-                                  OPTIM_MOMENTUM};
+  static const optim_spec spec = {
+      .size = sizeof(rmsprop),
+      .step = true,
+      .lists = 3,
+      .states = {"square_avg"},
+      OPTIM_MOMENTUM,
+      .fields = {OPTIM_FIELD(rmsprop, alpha, DOUBLE),
+                 OPTIM_FIELD(rmsprop, eps, DOUBLE),
+                 OPTIM_FIELD(rmsprop, weight_decay, DOUBLE),
+                 OPTIM_FIELD(rmsprop, centered, BOOL),
+                 OPTIM_FIELD(rmsprop, maximize, BOOL)}};
   double momentum = lk_opt_double(o, "momentum");
   int rc = optim_create(host, o, &spec, momentum, self);
   if (rc != 0)
     return rc;
   rmsprop *s = *self;
-  s->alpha = lk_opt_double(o, "alpha");
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->centered = lk_opt_bool(o, "centered");
-  s->maximize = lk_opt_bool(o, "maximize");
   if (momentum > 0 && (rc = make_buffers(&s->c)) == 0)
     s->kept = true;
   if (rc == 0 && s->centered)
