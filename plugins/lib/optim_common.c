@@ -84,6 +84,13 @@ int optim_create(lk_host *host, const lk_options *o, const optim_spec *spec,
     optim_destroy(c);
     return rc;
   }
+  for (size_t i = 0; i < OPTIM_MAX_FIELDS && spec->fields[i].name; i++) {
+    const optim_field *f = &spec->fields[i];
+    if (f->type == LK_OPT_BOOL)
+      *(bool *)((char *)c + f->offset) = lk_opt_bool(o, f->name);
+    else
+      *(double *)((char *)c + f->offset) = lk_opt_double(o, f->name);
+  }
   *out = c;
   return 0;
 }

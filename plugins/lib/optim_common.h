@@ -51,6 +51,22 @@ typedef struct optim_common {
   lk_tensor **bufs;  /* lists x n per-parameter buffers, in one block */
 } optim_common;
 
+/* An option optim_create reads into the optimizer's struct: a double
+ * (LK_OPT_DOUBLE) or a bool (LK_OPT_BOOL) at OFFSET. */
+typedef struct optim_field {
+  const char *name;
+  size_t offset;
+  lk_option_type type;
+} optim_field;
+
+/* The field of option MEMBER (named as the member) of struct T, of TYPE
+ * (DOUBLE or BOOL). */
+#define OPTIM_FIELD(T, MEMBER, TYPE)                                           \
+  { #MEMBER, offsetof(T, MEMBER), LK_OPT_##TYPE }
+
+/* The most fields an optim_spec reads. */
+#define OPTIM_MAX_FIELDS 5
+
 /* What optim_create makes, in this order of host state: "lr", "step",
  * the momentum, the f32 scalars, then one state per parameter and name of
  * STATES. */
@@ -67,6 +83,7 @@ typedef struct optim_spec {
    * made now ("exp_avg": "exp_avg.PARAM"), NULL-ended. */
   size_t lists;
   const char *states[OPTIM_MAX_LISTS + 1];
+  optim_field fields[OPTIM_MAX_FIELDS]; /* read last; name NULL: no more */
 } optim_spec;
 
 /* An optim_spec's momentum for the adam family: beta1, the first of option
@@ -126,8 +143,9 @@ void optim_destroy(void *self);
 int optim_new(lk_host *host, size_t size, size_t lists, double lr, bool step,
               void **out);
 
-/* create as SPEC says, with the rate of option "lr" and the momentum
- * MOMENTUM (when SPEC has one): *OUT, or an error with nothing left. */
+/* create as SPEC says, with the rate of option "lr", the momentum
+ * MOMENTUM (when SPEC has one) and SPEC's fields: *OUT, or an error with
+ * nothing left. */
 int optim_create(lk_host *host, const lk_options *o, const optim_spec *spec,
                  double momentum, void **out);
 

@@ -29,19 +29,16 @@ typedef struct adadelta {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(adadelta),
-                                  .step = true,
-                                  .lists = 2,
-                                  .states = {"square_avg", "acc_delta"}};
-  int rc = optim_create(host, o, &spec, 0, self);
-  if (rc != 0)
-    return rc;
-  adadelta *s = *self;
-  s->rho = lk_opt_double(o, "rho");
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->maximize = lk_opt_bool(o, "maximize");
-  return 0;
+  static const optim_spec spec = {
+      .size = sizeof(adadelta),
+      .step = true,
+      .lists = 2,
+      .states = {"square_avg", "acc_delta"},
+      .fields = {OPTIM_FIELD(adadelta, rho, DOUBLE),
+                 OPTIM_FIELD(adadelta, eps, DOUBLE),
+                 OPTIM_FIELD(adadelta, weight_decay, DOUBLE),
+                 OPTIM_FIELD(adadelta, maximize, BOOL)}};
+  return optim_create(host, o, &spec, 0, self);
 }
 
 /* A checkpoint's values: the rate, the step count, and running averages
@@ -54,50 +51,32 @@ static int check_state(void *self) {
   return rc ? rc : optim_check_squares(&s->c, s->c.bufs + s->c.n);
 }
 
-/* One parameter in double: BUFS square_avg and acc_delta. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const adadelta *s = self;
-  double *p = pv, *sq = bufs[0], *acc = bufs[1];
-  const double *grad = gv;
-  (void)scalars;
-  double neg_lr = -optim_get_lr((void *)s), rho = s->rho, keep = 1 - s->rho;
-  double wd = s->weight_decay, eps = s->eps;
-  for (size_t k = 0; k < numel; k++) {
-    double g = s->maximize ? -grad[k] : grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    sq[k] = fma(keep * g, g, sq[k] * rho);
-    double std = sqrt(sq[k] + eps);
-    double delta = sqrt(acc[k] + eps) / std * g;
-    acc[k] = fma(keep * delta, delta, acc[k] * rho);
-    p[k] = fma(neg_lr, delta, p[k]);
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type): BUFS
+ * square_avg and acc_delta. */
+#define ADADELTA_UPDATE(NAME, T, FMA, SQRT)                                    \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const adadelta *s = self;                                                  \
+    T *p = pv, *sq = bufs[0], *acc = bufs[1];                                  \
+    const T *grad = gv;                                                        \
+    (void)scalars;                                                             \
+    T neg_lr = (T)-optim_get_lr((void *)s), rho = (T)s->rho;                   \
+    T keep = (T)(1 - s->rho), wd = (T)s->weight_decay, eps = (T)s->eps;        \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = s->maximize ? -grad[k] : grad[k];                                  \
+      if (s->weight_decay != 0)                                                \
+        g = FMA(wd, p[k], g);                                                  \
+      sq[k] = FMA(keep * g, g, sq[k] * rho);                                   \
+      T std = SQRT(sq[k] + eps);                                               \
+      T delta = SQRT(acc[k] + eps) / std * g;                                  \
+      acc[k] = FMA(keep * delta, delta, acc[k] * rho);                         \
+      p[k] = FMA(neg_lr, delta, p[k]);                                         \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const adadelta *s = self;
-  float *p = pv, *sq = bufs[0], *acc = bufs[1];
-  const float *grad = gv;
-  (void)scalars;
-  float neg_lr = (float)-optim_get_lr((void *)s), rho = (float)s->rho;
-  float keep = (float)(1 - s->rho), wd = (float)s->weight_decay;
-  float eps = (float)s->eps;
-  for (size_t k = 0; k < numel; k++) {
-    float g = s->maximize ? -grad[k] : grad[k];
-    if (s->weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    sq[k] = fmaf(keep * g, g, sq[k] * rho);
-    float std = sqrtf(sq[k] + eps);
-    float delta = sqrtf(acc[k] + eps) / std * g;
-    acc[k] = fmaf(keep * delta, delta, acc[k] * rho);
-    p[k] = fmaf(neg_lr, delta, p[k]);
-  }
-}
+ADADELTA_UPDATE(update_f64, double, fma, sqrt)
+ADADELTA_UPDATE(update_f32, float, fmaf, sqrtf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

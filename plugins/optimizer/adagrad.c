@@ -26,15 +26,18 @@ typedef struct adagrad {
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
   static const optim_spec spec = {
-      .size = sizeof(adagrad), .step = true, .lists = 1, .states = {"sum"}};
+      .size = sizeof(adagrad),
+      .step = true,
+      .lists = 1,
+      .states = {"sum"},
+      .fields = {OPTIM_FIELD(adagrad, lr_decay, DOUBLE),
+                 OPTIM_FIELD(adagrad, weight_decay, DOUBLE),
+                 OPTIM_FIELD(adagrad, eps, DOUBLE),
+                 OPTIM_FIELD(adagrad, maximize, BOOL)}};
   int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
   adagrad *s = *self;
-  s->lr_decay = lk_opt_double(o, "lr_decay");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->eps = lk_opt_double(o, "eps");
-  s->maximize = lk_opt_bool(o, "maximize");
   /* torch fills the sums in its constructor; a resume overwrites them. */
   double init = lk_opt_double(o, "initial_accumulator_value");
   for (size_t i = 0; i < s->c.n; i++) {

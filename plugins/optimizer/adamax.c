@@ -55,47 +55,30 @@ static float amaxf(float a, float b) {
   return isnan(a) || a > b ? a : b;
 }
 
-/* One parameter in double: BUFS exp_avg and exp_inf. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const adamax *s = self;
-  const adamax_scalars *c = scalars;
-  double *p = pv, *m = bufs[0], *u = bufs[1];
-  const double *grad = gv;
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2;
-  double wd = s->a.weight_decay, eps = s->a.eps, neg_clr = -c->clr;
-  for (size_t k = 0; k < numel; k++) {
-    double g = s->maximize ? -grad[k] : grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    m[k] = fma(k1, g, m[k] * b1);
-    u[k] = amax(u[k] * b2, fabs(g) + eps);
-    p[k] = p[k] + (neg_clr * m[k]) / u[k];
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type): BUFS exp_avg
+ * and exp_inf. */
+#define ADAMAX_UPDATE(NAME, T, FMA, FABS, AMAX)                                \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const adamax *s = self;                                                    \
+    const adamax_scalars *c = scalars;                                         \
+    T *p = pv, *m = bufs[0], *u = bufs[1];                                     \
+    const T *grad = gv;                                                        \
+    T b1 = (T)c->beta1, k1 = (T)(1 - c->beta1), b2 = (T)s->a.beta2;            \
+    T wd = (T)s->a.weight_decay, eps = (T)s->a.eps, neg_clr = (T)-c->clr;      \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = s->maximize ? -grad[k] : grad[k];                                  \
+      if (s->a.weight_decay != 0)                                              \
+        g = FMA(wd, p[k], g);                                                  \
+      m[k] = FMA(k1, g, m[k] * b1);                                            \
+      u[k] = AMAX(u[k] * b2, FABS(g) + eps);                                   \
+      p[k] = p[k] + (neg_clr * m[k]) / u[k];                                   \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const adamax *s = self;
-  const adamax_scalars *c = scalars;
-  float *p = pv, *m = bufs[0], *u = bufs[1];
-  const float *grad = gv;
-  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1),
-        b2 = (float)s->a.beta2;
-  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps;
-  float neg_clr = (float)-c->clr;
-  for (size_t k = 0; k < numel; k++) {
-    float g = s->maximize ? -grad[k] : grad[k];
-    if (s->a.weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    m[k] = fmaf(k1, g, m[k] * b1);
-    u[k] = amaxf(u[k] * b2, fabsf(g) + eps);
-    p[k] = p[k] + (neg_clr * m[k]) / u[k];
-  }
-}
+ADAMAX_UPDATE(update_f64, double, fma, fabs, amax)
+ADAMAX_UPDATE(update_f32, float, fmaf, fabsf, amaxf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

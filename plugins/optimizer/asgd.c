@@ -36,20 +36,21 @@ typedef struct asgd {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(asgd),
-                                  .step = true,
-                                  .f32 = {"eta", "mu"},
-                                  .lists = 1,
-                                  .states = {"ax"}};
+  static const optim_spec spec = {
+      .size = sizeof(asgd),
+      .step = true,
+      .f32 = {"eta", "mu"},
+      .lists = 1,
+      .states = {"ax"},
+      .fields = {OPTIM_FIELD(asgd, lambd, DOUBLE),
+                 OPTIM_FIELD(asgd, alpha, DOUBLE),
+                 OPTIM_FIELD(asgd, t0, DOUBLE),
+                 OPTIM_FIELD(asgd, weight_decay, DOUBLE),
+                 OPTIM_FIELD(asgd, maximize, BOOL)}};
   int rc = optim_create(host, o, &spec, 0, self);
   if (rc != 0)
     return rc;
   asgd *s = *self;
-  s->lambd = lk_opt_double(o, "lambd");
-  s->alpha = lk_opt_double(o, "alpha");
-  s->t0 = lk_opt_double(o, "t0");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->maximize = lk_opt_bool(o, "maximize");
   s->eta = s->c.f32[0];
   s->mu = s->c.f32[1];
   /* torch sets eta and mu at the first step; a resume overwrites them. */
@@ -71,47 +72,31 @@ typedef struct asgd_scalars {
   double eta, mu;
 } asgd_scalars;
 
-/* One parameter in double: BUFS ax. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const asgd *s = self;
-  double *p = pv, *ax = bufs[0];
-  const double *grad = gv;
-  double eta = ((const asgd_scalars *)scalars)->eta;
-  double mu = ((const asgd_scalars *)scalars)->mu;
-  double decay = 1 - s->lambd * eta, wd = s->weight_decay;
-  for (size_t k = 0; k < numel; k++) {
-    double g = s->maximize ? -grad[k] : grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    p[k] = p[k] * decay;
-    p[k] = fma(-eta, g, p[k]);
-    ax[k] = mu != 1 ? ax[k] + (p[k] - ax[k]) * mu : p[k];
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type; eta and mu are
+ * floats already): BUFS ax. */
+#define ASGD_UPDATE(NAME, T, FMA)                                              \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const asgd *s = self;                                                      \
+    T *p = pv, *ax = bufs[0];                                                  \
+    const T *grad = gv;                                                        \
+    double eta = ((const asgd_scalars *)scalars)->eta;                         \
+    double mu = ((const asgd_scalars *)scalars)->mu;                           \
+    T decay = (T)(1 - s->lambd * eta), wd = (T)s->weight_decay;                \
+    T neg_eta = (T)-eta, m = (T)mu;                                            \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = s->maximize ? -grad[k] : grad[k];                                  \
+      if (s->weight_decay != 0)                                                \
+        g = FMA(wd, p[k], g);                                                  \
+      p[k] = p[k] * decay;                                                     \
+      p[k] = FMA(neg_eta, g, p[k]);                                            \
+      ax[k] = mu != 1 ? ax[k] + (p[k] - ax[k]) * m : p[k];                     \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type
- * (eta and mu are floats already). */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const asgd *s = self;
-  float *p = pv, *ax = bufs[0];
-  const float *grad = gv;
-  double eta = ((const asgd_scalars *)scalars)->eta;
-  double mu = ((const asgd_scalars *)scalars)->mu;
-  float decay = (float)(1 - s->lambd * eta), wd = (float)s->weight_decay;
-  float neg_eta = (float)-eta, m = (float)mu;
-  for (size_t k = 0; k < numel; k++) {
-    float g = s->maximize ? -grad[k] : grad[k];
-    if (s->weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    p[k] = p[k] * decay;
-    p[k] = fmaf(neg_eta, g, p[k]);
-    ax[k] = mu != 1 ? ax[k] + (p[k] - ax[k]) * m : p[k];
-  }
-}
+ASGD_UPDATE(update_f64, double, fma)
+ASGD_UPDATE(update_f32, float, fmaf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

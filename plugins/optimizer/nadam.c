@@ -70,52 +70,34 @@ static int check_state(void *self) {
   return rc ? rc : optim_check_squares(&s->a.c, s->a.c.bufs + s->a.c.n);
 }
 
-/* One parameter in double: BUFS exp_avg and exp_avg_sq. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const nadam *s = self;
-  const nadam_scalars *c = scalars;
-  double *p = pv, *m = bufs[0], *v = bufs[1];
-  const double *grad = gv;
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2, k2 = 1 - s->a.beta2;
-  double wd = s->a.weight_decay, eps = s->a.eps, bc2 = c->bc2;
-  for (size_t k = 0; k < numel; k++) {
-    double g = grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    m[k] = fma(k1, g, m[k] * b1);
-    v[k] = fma(k2 * g, g, v[k] * b2);
-    double denom = sqrt(v[k] / bc2) + eps;
-    p[k] = p[k] + (c->c_grad * g) / denom;
-    p[k] = p[k] + (c->c_avg * m[k]) / denom;
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type): BUFS exp_avg
+ * and exp_avg_sq. */
+#define NADAM_UPDATE(NAME, T, FMA, SQRT)                                       \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const nadam *s = self;                                                     \
+    const nadam_scalars *c = scalars;                                          \
+    T *p = pv, *m = bufs[0], *v = bufs[1];                                     \
+    const T *grad = gv;                                                        \
+    T b1 = (T)c->beta1, k1 = (T)(1 - c->beta1);                                \
+    T b2 = (T)s->a.beta2, k2 = (T)(1 - s->a.beta2);                            \
+    T wd = (T)s->a.weight_decay, eps = (T)s->a.eps, bc2 = (T)c->bc2;           \
+    T c_grad = (T)c->c_grad, c_avg = (T)c->c_avg;                              \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = grad[k];                                                           \
+      if (s->a.weight_decay != 0)                                              \
+        g = FMA(wd, p[k], g);                                                  \
+      m[k] = FMA(k1, g, m[k] * b1);                                            \
+      v[k] = FMA(k2 * g, g, v[k] * b2);                                        \
+      T denom = SQRT(v[k] / bc2) + eps;                                        \
+      p[k] = p[k] + (c_grad * g) / denom;                                      \
+      p[k] = p[k] + (c_avg * m[k]) / denom;                                    \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const nadam *s = self;
-  const nadam_scalars *c = scalars;
-  float *p = pv, *m = bufs[0], *v = bufs[1];
-  const float *grad = gv;
-  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1);
-  float b2 = (float)s->a.beta2, k2 = (float)(1 - s->a.beta2);
-  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps,
-        bc2 = (float)c->bc2;
-  float c_grad = (float)c->c_grad, c_avg = (float)c->c_avg;
-  for (size_t k = 0; k < numel; k++) {
-    float g = grad[k];
-    if (s->a.weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    m[k] = fmaf(k1, g, m[k] * b1);
-    v[k] = fmaf(k2 * g, g, v[k] * b2);
-    float denom = sqrtf(v[k] / bc2) + eps;
-    p[k] = p[k] + (c_grad * g) / denom;
-    p[k] = p[k] + (c_avg * m[k]) / denom;
-  }
-}
+NADAM_UPDATE(update_f64, double, fma, sqrt)
+NADAM_UPDATE(update_f32, float, fmaf, sqrtf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

@@ -48,54 +48,35 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return optim_create_adamlike(host, o, &spec, self);
 }
 
-/* One parameter in double: BUFS exp_avg and exp_avg_sq. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const radam *s = self;
-  const radam_scalars *c = scalars;
-  double *p = pv, *m = bufs[0], *v = bufs[1];
-  const double *grad = gv;
-  double b1 = c->beta1, k1 = 1 - c->beta1, b2 = s->a.beta2, k2 = 1 - s->a.beta2;
-  double wd = s->a.weight_decay, eps = s->a.eps, lr = c->lr, bc1 = c->bc1;
-  for (size_t k = 0; k < numel; k++) {
-    double g = grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    m[k] = fma(k1, g, m[k] * b1);
-    v[k] = fma(k2 * g, g, v[k] * b2);
-    double step = m[k] / bc1 * lr;
-    if (c->rectified)
-      step = step * ((1 / (sqrt(v[k]) + eps)) * c->sqrt_bc2) * c->rect;
-    p[k] = p[k] - step;
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type): BUFS exp_avg
+ * and exp_avg_sq. */
+#define RADAM_UPDATE(NAME, T, FMA, SQRT)                                       \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const radam *s = self;                                                     \
+    const radam_scalars *c = scalars;                                          \
+    T *p = pv, *m = bufs[0], *v = bufs[1];                                     \
+    const T *grad = gv;                                                        \
+    T b1 = (T)c->beta1, k1 = (T)(1 - c->beta1);                                \
+    T b2 = (T)s->a.beta2, k2 = (T)(1 - s->a.beta2);                            \
+    T wd = (T)s->a.weight_decay, eps = (T)s->a.eps, lr = (T)c->lr;             \
+    T bc1 = (T)c->bc1, rect = (T)c->rect, sqrt_bc2 = (T)c->sqrt_bc2;           \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = grad[k];                                                           \
+      if (s->a.weight_decay != 0)                                              \
+        g = FMA(wd, p[k], g);                                                  \
+      m[k] = FMA(k1, g, m[k] * b1);                                            \
+      v[k] = FMA(k2 * g, g, v[k] * b2);                                        \
+      T step = m[k] / bc1 * lr;                                                \
+      if (c->rectified)                                                        \
+        step = step * ((1 / (SQRT(v[k]) + eps)) * sqrt_bc2) * rect;            \
+      p[k] = p[k] - step;                                                      \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const radam *s = self;
-  const radam_scalars *c = scalars;
-  float *p = pv, *m = bufs[0], *v = bufs[1];
-  const float *grad = gv;
-  float b1 = (float)c->beta1, k1 = (float)(1 - c->beta1);
-  float b2 = (float)s->a.beta2, k2 = (float)(1 - s->a.beta2);
-  float wd = (float)s->a.weight_decay, eps = (float)s->a.eps, lr = (float)c->lr;
-  float bc1 = (float)c->bc1, rect = (float)c->rect;
-  float sqrt_bc2 = (float)c->sqrt_bc2;
-  for (size_t k = 0; k < numel; k++) {
-    float g = grad[k];
-    if (s->a.weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    m[k] = fmaf(k1, g, m[k] * b1);
-    v[k] = fmaf(k2 * g, g, v[k] * b2);
-    float step = m[k] / bc1 * lr;
-    if (c->rectified)
-      step = step * ((1 / (sqrtf(v[k]) + eps)) * sqrt_bc2) * rect;
-    p[k] = p[k] - step;
-  }
-}
+RADAM_UPDATE(update_f64, double, fma, sqrt)
+RADAM_UPDATE(update_f32, float, fmaf, sqrtf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

@@ -54,21 +54,22 @@ static int make_buffers(optim_common *c) {
 /* The host has checked the ranges, in torch's order (the table's), and
  * refused inf and nan (which torch lets through to poison the weights). */
 static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(rmsprop),
-                                  .step = true,
-                                  .lists = 3,
-                                  .states = {"square_avg"},
-                                  OPTIM_MOMENTUM};
+  static const optim_spec spec = {
+      .size = sizeof(rmsprop),
+      .step = true,
+      .lists = 3,
+      .states = {"square_avg"},
+      OPTIM_MOMENTUM,
+      .fields = {OPTIM_FIELD(rmsprop, alpha, DOUBLE),
+                 OPTIM_FIELD(rmsprop, eps, DOUBLE),
+                 OPTIM_FIELD(rmsprop, weight_decay, DOUBLE),
+                 OPTIM_FIELD(rmsprop, centered, BOOL),
+                 OPTIM_FIELD(rmsprop, maximize, BOOL)}};
   double momentum = lk_opt_double(o, "momentum");
   int rc = optim_create(host, o, &spec, momentum, self);
   if (rc != 0)
     return rc;
   rmsprop *s = *self;
-  s->alpha = lk_opt_double(o, "alpha");
-  s->eps = lk_opt_double(o, "eps");
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->centered = lk_opt_bool(o, "centered");
-  s->maximize = lk_opt_bool(o, "maximize");
   if (momentum > 0 && (rc = make_buffers(&s->c)) == 0)
     s->kept = true;
   if (rc == 0 && s->centered)
@@ -115,71 +116,36 @@ static int set_momentum(void *self, double momentum) {
   return optim_set_momentum_kept(&s->c, momentum, &s->kept, make_buffers);
 }
 
-/* One parameter in double, with momentum M (the scalars): BUFS square_avg,
- * momentum_buffer (unused while M is 0) and grad_avg (NULL when not
- * centered). */
-static void update_f64(const void *self, const void *scalars, void *pv,
-                       const void *gv, void *const *bufs, size_t numel) {
-  const rmsprop *s = self;
-  double m = *(const double *)scalars, *p = pv, *sq = bufs[0];
-  double *buf = m > 0 ? bufs[1] : NULL, *ga = bufs[2];
-  const double *grad = gv;
-  double lr = optim_get_lr((void *)s), a = s->alpha, keep = 1 - s->alpha;
-  double wd = s->weight_decay, eps = s->eps;
-  for (size_t k = 0; k < numel; k++) {
-    double g = s->maximize ? -grad[k] : grad[k];
-    if (wd != 0)
-      g = fma(wd, p[k], g);
-    sq[k] = fma(keep * g, g, sq[k] * a);
-    double avg;
-    if (ga) {
-      ga[k] = fma(keep, g, ga[k] * a);
-      avg = sqrt(fma(-ga[k], ga[k], sq[k]));
-    } else {
-      avg = sqrt(sq[k]);
-    }
-    avg = avg + eps;
-    if (buf) {
-      buf[k] = buf[k] * m + g / avg;
-      p[k] = fma(-lr, buf[k], p[k]);
-    } else {
-      p[k] = p[k] + (-lr * g) / avg;
-    }
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type), with momentum
+ * M (the scalars): BUFS square_avg, momentum_buffer (unused while M is 0)
+ * and grad_avg (NULL when not centered). */
+#define RMSPROP_UPDATE(NAME, T, FMA, SQRT)                                     \
+  static void NAME(const void *self, const void *scalars, void *pv,            \
+                   const void *gv, void *const *bufs, size_t numel) {          \
+    const rmsprop *s = self;                                                   \
+    double momentum = *(const double *)scalars;                                \
+    T *p = pv, *sq = bufs[0], *buf = momentum > 0 ? bufs[1] : NULL;            \
+    T *ga = bufs[2];                                                           \
+    const T *grad = gv;                                                        \
+    T neg_lr = (T)-optim_get_lr((void *)s), a = (T)s->alpha;                   \
+    T keep = (T)(1 - s->alpha), wd = (T)s->weight_decay;                       \
+    T eps = (T)s->eps, m = (T)momentum;                                        \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = s->maximize ? -grad[k] : grad[k];                                  \
+      if (s->weight_decay != 0)                                                \
+        g = FMA(wd, p[k], g);                                                  \
+      sq[k] = FMA(keep * g, g, sq[k] * a);                                     \
+      if (ga)                                                                  \
+        ga[k] = FMA(keep, g, ga[k] * a);                                       \
+      T avg = (ga ? SQRT(FMA(-ga[k], ga[k], sq[k])) : SQRT(sq[k])) + eps;      \
+      if (buf)                                                                 \
+        buf[k] = buf[k] * m + g / avg;                                         \
+      p[k] = buf ? FMA(neg_lr, buf[k], p[k]) : p[k] + (neg_lr * g) / avg;      \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-static void update_f32(const void *self, const void *scalars, void *pv,
-                       const void *gv, void *const *bufs, size_t numel) {
-  const rmsprop *s = self;
-  double momentum = *(const double *)scalars;
-  float *p = pv, *sq = bufs[0], *buf = momentum > 0 ? bufs[1] : NULL;
-  float *ga = bufs[2];
-  const float *grad = gv;
-  float neg_lr = (float)-optim_get_lr((void *)s), a = (float)s->alpha;
-  float keep = (float)(1 - s->alpha), wd = (float)s->weight_decay;
-  float eps = (float)s->eps, m = (float)momentum;
-  for (size_t k = 0; k < numel; k++) {
-    float g = s->maximize ? -grad[k] : grad[k];
-    if (s->weight_decay != 0)
-      g = fmaf(wd, p[k], g);
-    sq[k] = fmaf(keep * g, g, sq[k] * a);
-    float avg;
-    if (ga) {
-      ga[k] = fmaf(keep, g, ga[k] * a);
-      avg = sqrtf(fmaf(-ga[k], ga[k], sq[k]));
-    } else {
-      avg = sqrtf(sq[k]);
-    }
-    avg = avg + eps;
-    if (buf) {
-      buf[k] = buf[k] * m + g / avg;
-      p[k] = fmaf(neg_lr, buf[k], p[k]);
-    } else {
-      p[k] = p[k] + (neg_lr * g) / avg;
-    }
-  }
-}
+RMSPROP_UPDATE(update_f64, double, fma, sqrt)
+RMSPROP_UPDATE(update_f32, float, fmaf, sqrtf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

@@ -100,56 +100,35 @@ static float clampf(float x, float lo, float hi) {
   return hi < x ? hi : x;
 }
 
-/* One parameter in double: BUFS prev and step_size. */
-FMA_CLONES static void update_f64(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const rprop *s = self;
-  double *p = pv, *prev = bufs[0], *size = bufs[1];
-  const double *grad = gv;
-  bool first = ((const rprop_scalars *)scalars)->first;
-  double lr = ((const rprop_scalars *)scalars)->lr;
-  double minus = s->etaminus, plus = s->etaplus;
-  double lo = s->step_size_min, hi = s->step_size_max;
-  for (size_t k = 0; k < numel; k++) {
-    double g = s->maximize ? -grad[k] : grad[k];
-    if (first)
-      size[k] = lr;
-    double dir = sign(g * prev[k]);
-    double factor = dir > 0 ? plus : dir < 0 ? minus : 1;
-    size[k] = clamp(size[k] * factor, lo, hi);
-    if (dir < 0) /* torch: grad[sign.eq(etaminus)] = 0 */
-      g = 0;
-    p[k] = fma(-sign(g), size[k], p[k]);
-    prev[k] = g;
+/* One parameter in T (double, or float with each scalar rounded to float
+ * as torch rounds the Python scalars to the tensor's type): BUFS prev and
+ * step_size. */
+#define RPROP_UPDATE(NAME, T, FMA, SIGN, CLAMP)                                \
+  FMA_CLONES static void NAME(const void *self, const void *scalars, void *pv, \
+                              const void *gv, void *const *bufs,               \
+                              size_t numel) {                                  \
+    const rprop *s = self;                                                     \
+    T *p = pv, *prev = bufs[0], *size = bufs[1];                               \
+    const T *grad = gv;                                                        \
+    bool first = ((const rprop_scalars *)scalars)->first;                      \
+    T lr = (T)((const rprop_scalars *)scalars)->lr;                            \
+    T minus = (T)s->etaminus, plus = (T)s->etaplus;                            \
+    T lo = (T)s->step_size_min, hi = (T)s->step_size_max;                      \
+    for (size_t k = 0; k < numel; k++) {                                       \
+      T g = s->maximize ? -grad[k] : grad[k];                                  \
+      if (first)                                                               \
+        size[k] = lr;                                                          \
+      T dir = SIGN(g * prev[k]);                                               \
+      T factor = dir > 0 ? plus : dir < 0 ? minus : 1;                         \
+      size[k] = CLAMP(size[k] * factor, lo, hi);                               \
+      if (dir < 0) /* torch: grad[sign.eq(etaminus)] = 0 */                    \
+        g = 0;                                                                 \
+      p[k] = FMA(-SIGN(g), size[k], p[k]);                                     \
+      prev[k] = g;                                                             \
+    }                                                                          \
   }
-}
-
-/* The same in float: torch rounds the Python scalars to the tensor's type. */
-FMA_CLONES static void update_f32(const void *self, const void *scalars,
-                                  void *pv, const void *gv, void *const *bufs,
-                                  size_t numel) {
-  const rprop *s = self;
-  float *p = pv, *prev = bufs[0], *size = bufs[1];
-  const float *grad = gv;
-  bool first = ((const rprop_scalars *)scalars)->first;
-  double rate = ((const rprop_scalars *)scalars)->lr;
-  float minus = (float)s->etaminus, plus = (float)s->etaplus;
-  float lo = (float)s->step_size_min, hi = (float)s->step_size_max;
-  float lr = (float)rate;
-  for (size_t k = 0; k < numel; k++) {
-    float g = s->maximize ? -grad[k] : grad[k];
-    if (first)
-      size[k] = lr;
-    float dir = signf(g * prev[k]);
-    float factor = dir > 0 ? plus : dir < 0 ? minus : 1;
-    size[k] = clampf(size[k] * factor, lo, hi);
-    if (dir < 0)
-      g = 0;
-    p[k] = fmaf(-signf(g), size[k], p[k]);
-    prev[k] = g;
-  }
-}
+RPROP_UPDATE(update_f64, double, fma, sign, clamp)
+RPROP_UPDATE(update_f32, float, fmaf, signf, clampf)
 
 static int step(void *self, lk_tensor *const *params, size_t n,
                 lk_closure_fn closure) {

@@ -58,6 +58,7 @@ static int apply(void *self, int64_t e) {
 static int init(void *self, lk_host *host, const lk_options *o) {
   warm_restarts *s = self;
   size_t one = 1;
+  (void)o; /* its options are the kind's fields, read already */
   int rc = lk_host_add_state(host, "T_cur", LK_F64, 1, &one, &s->t_cur);
   return rc ? rc : lk_host_add_state(host, "T_i", LK_F64, 1, &one, &s->t_i);
 }
