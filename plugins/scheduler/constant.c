@@ -47,8 +47,6 @@ static double closed(void *self) {
 }
 
 /* torch's initial step: lr * factor. */
-
-/* torch's initial step: lr * factor. */
 static const sched_kind kind = {
     .size = sizeof(constant),
     .fields = {SCHED_FIELD(constant, factor, "factor", DOUBLE),
