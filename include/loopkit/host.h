@@ -77,6 +77,35 @@ LK_API int lk_state_check(lk_host *host, const lk_tensor *t, double min,
 LK_API int lk_host_add_param_states(lk_host *host, const char *prefix,
                                     lk_tensor **out, size_t n);
 
+/* Since ABI 1.6: a module buffer, as torch's register_buffer (batch norm's
+ * running_mean, running_var, num_batches_tracked): state, added and
+ * checkpointed exactly as lk_host_add_state adds it (named PLUGIN.NAME in
+ * the checkpoint, never optimized, grad NULL), that is also part of the
+ * model: `loopkit export` writes it beside the parameters under NAME
+ * (torch's state_dict() name), and lk_host_load_params reads it from a file
+ * by NAME. FLAGS is 0 or LK_BUFFER_COUNT: an f64 tensor of whole numbers
+ * that torch holds as int64 (num_batches_tracked), exported as I64 and
+ * read from I64 (or from F32/F64 holding whole numbers). Only during
+ * create. */
+#define LK_BUFFER_COUNT 1u
+LK_API int lk_host_add_buffer(lk_host *host, const char *name, lk_dtype dtype,
+                              size_t ndim, const size_t *shape, unsigned flags,
+                              lk_tensor **out);
+
+/* Since ABI 1.6: declares one layer of the model, for `loopkit summary`
+ * and the totals a run prints at start (Lightning's ModelSummary): NAME is
+ * the prefix of the layer's parameters' and buffers' names ("3" for
+ * "3.weight", "h.0" for "h.0.attn.c_attn.weight"; the layer owns the
+ * tensors named NAME or NAME.*), TYPE its kind ("conv2d"), OUT [NDIM] the
+ * output shape of one sample, the batch dimension apart (NDIM 0: not
+ * said). In the order of the forward; a layer with no tensors (relu) is
+ * declared too. A model that declares none is summarised by its tensors'
+ * names alone. Only during create; LK_EINVAL for an empty or repeated
+ * name, an empty type, more than LK_MAX_DIMS dimensions or a 0 among
+ * them. */
+LK_API int lk_host_add_layer(lk_host *host, const char *name, const char *type,
+                             size_t ndim, const size_t *out);
+
 /* Since ABI 1.4: fills every parameter THIS plugin has added (call it in
  * create, after adding them) from the safetensors file PATH, by name.
  * Refused, naming the file and the tensor: a parameter the file lacks, a
@@ -89,7 +118,14 @@ LK_API int lk_host_add_param_states(lk_host *host, const char *prefix,
  * range), and any file the strict reader refuses (LK_EFORMAT: a lying
  * header, offsets out of bounds, holes, overlaps, truncation). On failure
  * the parameters' values are unspecified: fail create. The file is mapped
- * and read once. */
+ * and read once.
+ * Since ABI 1.6 the plugin's buffers (lk_host_add_buffer) are read too, by
+ * their names, as torch's load_state_dict(strict=True) reads them: a file
+ * that holds one of them must hold them all (a buffer it lacks is refused,
+ * naming it); a file that holds none of them (named_parameters() only, as
+ * loopkit exported before buffers) leaves every buffer as create made it.
+ * A count buffer (LK_BUFFER_COUNT) is read from I64, F32 or F64 and must
+ * be a whole number in [0, 2^53]. */
 LK_API int lk_host_load_params(lk_host *host, const char *path,
                                const char *const *ignore);
 

@@ -101,12 +101,16 @@ typedef struct lk_layer_shape {
 
 #define LK_LAYER_PARAM 0x1u  /* a parameter: trained, has .grad */
 #define LK_LAYER_BUFFER 0x2u /* a buffer: state kept and checkpointed */
+/* with LK_LAYER_BUFFER, an f64 of whole numbers that torch holds as int64
+ * (num_batches_tracked): exported as I64 (lk_host_add_buffer's
+ * LK_BUFFER_COUNT) */
+#define LK_LAYER_COUNT 0x4u
 
 /* A tensor a layer declares; its full name is the consumer's prefix then
  * NAME ("3." "running_mean"). */
 typedef struct lk_layer_tensor {
   char name[32];
-  unsigned flags; /* LK_LAYER_PARAM or LK_LAYER_BUFFER */
+  unsigned flags; /* LK_LAYER_PARAM, or LK_LAYER_BUFFER [| LK_LAYER_COUNT] */
   lk_dtype dtype;
   int ndim; /* 0: a scalar */
   size_t shape[4];

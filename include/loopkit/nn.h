@@ -351,6 +351,58 @@ LK_API int lk_nn_crossentropy(lk_nn *nn, double *loss, float *dlogits,
                               const float *logits, const int32_t *targets,
                               int N, int V, float dloss, int *correct);
 
+/* Cross-entropy with torch's class weights and label smoothing, as
+ * F.cross_entropy(logits, targets, weight, label_smoothing=EPS) with mean
+ * reduction: with w = WEIGHT [V] (NULL: every class 1) and log p the log
+ * softmax of a row,
+ *   loss = sum_i [(1 - EPS) w[y_i] (-log p_i[y_i])
+ *                 + EPS / V sum_c w[c] (-log p_i[c])] / sum_i w[y_i].
+ * dlogits (NULL: none) += dloss * its gradient; correct as
+ * lk_nn_crossentropy's. Rows in parallel, summed in order: the same bits
+ * at any thread count. */
+LK_API int lk_nn_crossentropy_ex(lk_nn *nn, double *loss, float *dlogits,
+                                 const float *logits, const int32_t *targets,
+                                 int N, int V, const float *weight,
+                                 float label_smoothing, float dloss,
+                                 int *correct);
+
+/* ---- other losses: torch's functional forms, mean reduction -------------- */
+
+/* F.nll_loss(input, targets, weight): input [N, C] log-probabilities,
+ * loss = -sum_i w[y_i] input[i, y_i] / sum_i w[y_i] (WEIGHT NULL: 1).
+ * dinput (NULL: none) += dloss * its gradient; correct (NULL: not wanted)
+ * receives the rows whose first maximum is the target. */
+LK_API int lk_nn_nll(lk_nn *nn, double *loss, float *dinput,
+                     const float *input, const int32_t *targets, int N, int C,
+                     const float *weight, float dloss, int *correct);
+
+/* Elementwise losses of input [n] against target [n], the mean over the n
+ * values, computed in double; dinput (NULL: none) += dloss * d loss /
+ * d input. F.mse_loss, F.l1_loss (gradient sign(x - t), 0 at 0),
+ * F.smooth_l1_loss(beta) (beta >= 0; 0 is l1, as torch's) and
+ * F.huber_loss(delta) (delta > 0). The same bits at any thread count. */
+LK_API int lk_nn_mse(lk_nn *nn, double *loss, float *dinput,
+                     const float *input, const float *target, size_t n,
+                     float dloss);
+LK_API int lk_nn_l1(lk_nn *nn, double *loss, float *dinput, const float *input,
+                    const float *target, size_t n, float dloss);
+LK_API int lk_nn_smooth_l1(lk_nn *nn, double *loss, float *dinput,
+                           const float *input, const float *target, size_t n,
+                           float beta, float dloss);
+LK_API int lk_nn_huber(lk_nn *nn, double *loss, float *dinput,
+                       const float *input, const float *target, size_t n,
+                       float delta, float dloss);
+/* F.binary_cross_entropy_with_logits(input, target, pos_weight): input and
+ * target [n / width, width], POS_WEIGHT NULL or [width] (the weight of the
+ * positive term of each column, torch's broadcast over the last
+ * dimension); loss = mean of (1 - t) x + (1 + (p - 1) t) softplus(-x).
+ * correct (NULL: not wanted) receives the values where x > 0 agrees with
+ * t > 0.5: the accuracy of thresholding the logits at 0. */
+LK_API int lk_nn_bce_with_logits(lk_nn *nn, double *loss, float *dinput,
+                                 const float *input, const float *target,
+                                 size_t n, const float *pos_weight,
+                                 size_t width, float dloss, size_t *correct);
+
 #ifdef __cplusplus
 }
 #endif

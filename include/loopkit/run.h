@@ -182,6 +182,42 @@ LK_API int lk_run_predict_split(lk_run *run, lk_split split, lk_predict_fn each,
 /* "trained N steps (E epochs) in T s; last loss L; run directory D". */
 LK_API int lk_run_summary(const lk_run *run, char *buf, size_t len);
 
+/* The model's summary, as Lightning's ModelSummary gives it (loopkit
+ * summary): a row per layer the model declared (lk_host_add_layer), in
+ * the order of its forward, with the parameters and buffers it owns; the
+ * tensors of no declared layer in rows named by their names' first part
+ * ("wte", "h.0"), TYPE "-" and no output shape; then the totals. */
+typedef struct lk_model_summary_row {
+  const char *name; /* the prefix of its tensors' names */
+  const char *type; /* "conv2d"; "-": not declared */
+  size_t ndim;      /* of OUT, one sample's output; 0: not said */
+  size_t out[LK_MAX_DIMS];
+  size_t params;  /* elements of its parameters */
+  size_t buffers; /* elements of its buffers (running_mean, ...) */
+} lk_model_summary_row;
+
+typedef struct lk_model_summary {
+  lk_model_summary_row *rows;
+  size_t n_rows;
+  size_t params, trainable; /* elements; trainable: an optimizer steps them
+                               (all of them when none does: manual) */
+  size_t param_bytes;
+  size_t buffers, buffer_bytes;
+  /* elements of every declared layer's output for one sample, what a
+   * forward for training keeps (f32): 0 when no layer said its shape */
+  size_t activations;
+  size_t declared; /* rows the model declared */
+} lk_model_summary;
+
+/* RUN's model summary into OUT (free it with lk_model_summary_free):
+ * valid while RUN is. */
+LK_API int lk_run_model_summary(lk_run *run, lk_model_summary *out);
+LK_API void lk_model_summary_free(lk_model_summary *s);
+/* The totals as one line: "1,199,882 parameters (all trainable, 4.6 MiB),
+ * 0 buffers, activations 52,554 values (205 KiB) a sample". */
+LK_API const char *lk_model_summary_totals(const lk_model_summary *s, char *buf,
+                                           size_t len);
+
 /* Introspection for hosts, tests and benchmarks: the closure pointer the
  * optimizer receives (with whatever wrapping the config asks for), the
  * parameters, and the instance (self) playing ROLE with its descriptor. */
@@ -228,6 +264,15 @@ LK_API int lk_checkpoint_dump(const char *path, FILE *out);
  * overwrite CKPT itself (LK_EINVAL). */
 LK_API int lk_checkpoint_export(const char *ckpt, const char *path,
                                 const char *plugin);
+
+/* As lk_checkpoint_export, with the buffers of RUN's model (the step's and
+ * the backward's plugins' lk_host_add_buffer: batch norm's running_mean,
+ * running_var and num_batches_tracked) after the parameters, under their
+ * names without the plugin's prefix and a count as I64: torch's
+ * state_dict() of the same network, which load_state_dict(strict=True)
+ * takes. CKPT is first loaded into RUN (lk_run_load_params: it must be a
+ * checkpoint of RUN's model); "plugin" is the step's plugin. */
+LK_API int lk_run_export(lk_run *run, const char *ckpt, const char *path);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 static int create(lk_host *host, const lk_options *o, void **self) {
   (void)o;
   *self = host;
@@ -62,15 +64,9 @@ static const lk_option options[] = {{NULL, 0, NULL, NULL, NULL}};
 
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "numeric",
-    .version = "1.0",
-    .summary = "backward by central differences of the step's loss (slow: "
-               "two forwards per parameter element)",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .backward = &backward_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "numeric",
+        .summary = "backward by central differences of the step's loss (slow: "
+                   "two forwards per parameter element)",
+        .options = options, .create = create, .destroy = destroy,
+        .backward = &backward_ops);

@@ -1,7 +1,10 @@
 /* What the descriptor of every bundled plugin says alike: the ABI it was
  * built for, the descriptor's size, and version 1.0. A plugin initialises
  * its exported descriptor with BUNDLED_DESCRIPTOR(.name = "NAME",
- * .summary = "...", ...), the fields that are its own. */
+ * .summary = "...", ...), the fields that are its own; an optimizer or a
+ * scheduler with BUNDLED_OPTIMIZER or BUNDLED_SCHEDULER, which name its
+ * kind (tests/cli/structure.sh reads a source's kinds from these words as
+ * from a .optimizer = &... of its own). */
 #ifndef LOOPKIT_PLUGINS_BUNDLED_H
 #define LOOPKIT_PLUGINS_BUNDLED_H
 
@@ -12,5 +15,20 @@
    .size = sizeof(lk_descriptor),                                              \
    .version = "1.0",                                                           \
    __VA_ARGS__}
+
+/* The descriptor of a plugin whose option table is `options` and whose
+ * create is `create`; DESTROY and CHECK (NULL: none) its entries, and then
+ * its optimizer's entries (.step = step, ...). */
+#define BUNDLED_OPTIMIZER(NAME, SUMMARY, DESTROY, CHECK, ...)                  \
+  BUNDLED_DESCRIPTOR(.name = NAME, .summary = SUMMARY, .options = options,     \
+                     .create = create, .destroy = DESTROY,                     \
+                     .check_state = CHECK,                                     \
+                     .optimizer = &(const lk_optimizer_ops){__VA_ARGS__})
+
+/* The same for a scheduler; OPS points to its scheduler's entries. */
+#define BUNDLED_SCHEDULER(NAME, SUMMARY, DESTROY, CHECK, OPS)                  \
+  BUNDLED_DESCRIPTOR(.name = NAME, .summary = SUMMARY, .options = options,     \
+                     .create = create, .destroy = DESTROY,                     \
+                     .check_state = CHECK, .scheduler = OPS)
 
 #endif

@@ -57,6 +57,14 @@ int sched_create(lk_host *host, const lk_options *o, const sched_kind *kind,
     return rc;
   sched_common *c = mem;
   c->kind = kind;
+  for (const sched_field *f = kind->fields;
+       f < kind->fields + SCHED_MAX_FIELDS && f->name; f++) {
+    char *at = (char *)mem + f->offset;
+    if (f->type == LK_OPT_INT)
+      *(int64_t *)(void *)at = lk_opt_int(o, f->name);
+    else
+      *(double *)(void *)at = lk_opt_double(o, f->name);
+  }
   if (kind->init)
     rc = kind->init(mem, host, o);
   if (rc == 0)

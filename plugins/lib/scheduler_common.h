@@ -17,10 +17,13 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include <loopkit/loopkit.h>
+
+#include "bundled.h"
 
 /* Python's math.pi (M_PI is not C11). */
 #define SCHED_PI 3.14159265358979323846
@@ -43,10 +46,28 @@ typedef struct sched_common {
   const sched_kind *kind; /* sched_create's, or NULL */
 } sched_common;
 
+/* An option sched_create reads into a member of the struct: an
+ * LK_OPT_INT one into an int64_t, an LK_OPT_DOUBLE one into a double. */
+typedef struct sched_field {
+  const char *name;
+  size_t offset;
+  lk_option_type type;
+} sched_field;
+
+/* The field of option NAME, of TYPE (INT or DOUBLE), in member MEMBER of
+ * struct T. */
+#define SCHED_FIELD(T, MEMBER, NAME, TYPE)                                     \
+  { NAME, offsetof(T, MEMBER), LK_OPT_##TYPE }
+
+/* The most fields a sched_kind reads. */
+#define SCHED_MAX_FIELDS 3
+
 /* A scheduler whose rate follows its step count (sched_create). */
 struct sched_kind {
   size_t size; /* its struct, which begins with a sched_common */
-  /* Its options into SELF (NULL: none beyond the interval). */
+  /* The options read into the struct before init (the rest: NULL). */
+  sched_field fields[SCHED_MAX_FIELDS];
+  /* Its other options into SELF (NULL: none beyond the fields). */
   int (*init)(void *self, lk_host *host, const lk_options *o);
   /* torch's recursive get_lr at last_epoch E: E 0 is its initial step (at
    * create, and at a restart that is not closed_form), E > 0 a step. */
@@ -75,12 +96,21 @@ int sched_init(sched_common *c, lk_host *host, const lk_options *o);
  * .destroy = free. */
 int sched_new(lk_host *host, const lk_options *o, size_t size, void **out);
 
-/* create of a scheduler of KIND: sched_new, KIND->init, then torch's
- * initial step (KIND->apply at 0). Such a scheduler's entries are
- * sched_destroy, sched_ops and sched_check_state. */
+/* create of a scheduler of KIND: sched_new, KIND's fields, KIND->init,
+ * then torch's initial step (KIND->apply at 0). Such a scheduler's entries
+ * are sched_destroy, sched_ops and sched_check_state. */
 int sched_create(lk_host *host, const lk_options *o, const sched_kind *kind,
                  void **out);
 void sched_destroy(void *self);
+
+/* The create and the descriptor (bundled.h) of a scheduler of sched_kind
+ * KIND whose option table is `options`, with CHECK its check_state. */
+#define BUNDLED_SCHEDULER_OF(KIND, NAME, SUMMARY, CHECK)                       \
+  static int create(lk_host *host, const lk_options *o, void **self) {         \
+    return sched_create(host, o, &KIND, self);                                 \
+  }                                                                            \
+  LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =                  \
+      BUNDLED_SCHEDULER(NAME, SUMMARY, sched_destroy, CHECK, &sched_ops)
 
 /* step: KIND->apply at the new last_epoch, when WHEN is its interval;
  * restart: last_epoch = 0, then KIND->closed or KIND->apply at 0. */

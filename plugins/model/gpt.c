@@ -223,30 +223,57 @@ static int add_part(gpt *m, const char *prefix, const char *part, size_t in,
   return rc || !m->bias ? rc : add(m, name, out, 0, b);
 }
 
+/* The layers of the forward, for loopkit summary: PREFIX.PART of TYPE,
+ * its output [block_size, WIDTH] for a sample of block_size tokens. */
+static int declare(gpt *m, const char *prefix, const char *part,
+                   const char *type, size_t width) {
+  char name[128];
+  size_t out[2] = {(size_t)m->maxT, width};
+  snprintf(name, sizeof name, "%s%s%s", prefix, *part ? "." : "", part);
+  return lk_host_add_layer(m->host, name, type, 2, out);
+}
+
+/* Block P's parameters and layers, in the order of its forward. */
+static int add_block(gpt *m, block *k, const char *p) {
+  size_t C = (size_t)m->C;
+  int rc = add_part(m, p, "ln_1", 0, C, &k->ln1w, &k->ln1b);
+  rc = rc ? rc : declare(m, p, "ln_1", "layernorm", C);
+  if (rc == 0)
+    rc = add_part(m, p, "attn.c_attn", C, 3 * C, &k->qkvw, &k->qkvb);
+  rc = rc ? rc : declare(m, p, "attn.c_attn", "linear", 3 * C);
+  rc = rc ? rc : declare(m, p, "attn", "causalselfattention", C);
+  if (rc == 0)
+    rc = add_part(m, p, "attn.c_proj", C, C, &k->attprojw, &k->attprojb);
+  rc = rc ? rc : declare(m, p, "attn.c_proj", "linear", C);
+  if (rc == 0)
+    rc = add_part(m, p, "ln_2", 0, C, &k->ln2w, &k->ln2b);
+  rc = rc ? rc : declare(m, p, "ln_2", "layernorm", C);
+  if (rc == 0)
+    rc = add_part(m, p, "mlp.c_fc", C, 4 * C, &k->fcw, &k->fcb);
+  rc = rc ? rc : declare(m, p, "mlp.c_fc", "linear", 4 * C);
+  rc = rc ? rc : declare(m, p, "mlp.gelu", "gelu", 4 * C);
+  if (rc == 0)
+    rc = add_part(m, p, "mlp.c_proj", 4 * C, C, &k->fcprojw, &k->fcprojb);
+  return rc ? rc : declare(m, p, "mlp.c_proj", "linear", C);
+}
+
 static int add_params(gpt *m) {
   size_t C = (size_t)m->C;
   int rc = add(m, "transformer.wte.weight", (size_t)m->V, C, &m->wte);
+  rc = rc ? rc : declare(m, "transformer.wte", "", "embedding", C);
   if (rc == 0)
     rc = add(m, "transformer.wpe.weight", (size_t)m->maxT, C, &m->wpe);
+  rc = rc ? rc : declare(m, "transformer.wpe", "", "embedding", C);
   for (int l = 0; l < m->L && rc == 0; l++) {
-    block *k = &m->blocks[l];
     char p[64];
     snprintf(p, sizeof p, "transformer.h.%d", l);
-    rc = add_part(m, p, "ln_1", 0, C, &k->ln1w, &k->ln1b);
-    if (rc == 0)
-      rc = add_part(m, p, "attn.c_attn", C, 3 * C, &k->qkvw, &k->qkvb);
-    if (rc == 0)
-      rc = add_part(m, p, "attn.c_proj", C, C, &k->attprojw, &k->attprojb);
-    if (rc == 0)
-      rc = add_part(m, p, "ln_2", 0, C, &k->ln2w, &k->ln2b);
-    if (rc == 0)
-      rc = add_part(m, p, "mlp.c_fc", C, 4 * C, &k->fcw, &k->fcb);
-    if (rc == 0)
-      rc = add_part(m, p, "mlp.c_proj", 4 * C, C, &k->fcprojw, &k->fcprojb);
+    rc = add_block(m, &m->blocks[l], p);
   }
   if (rc == 0)
     rc = add_part(m, "transformer", "ln_f", 0, C, &m->lnfw, &m->lnfb);
-  return rc;
+  rc = rc ? rc : declare(m, "transformer", "ln_f", "layernorm", C);
+  /* the head is wte, tied: a layer with no parameters of its own */
+  return rc ? rc : declare(m, "lm_head", "", "linear", (size_t)m->V);
 }
 
 static void normal(lk_rng *rng, lk_tensor *t, double std) {

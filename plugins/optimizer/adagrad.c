@@ -13,6 +13,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "optim_common.h"
 
 typedef struct adagrad {
@@ -120,17 +121,6 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "adagrad",
-    .version = "1.0",
-    .summary = "Adagrad, as torch.optim.Adagrad",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "adagrad", "Adagrad, as torch.optim.Adagrad", optim_destroy, check_state,
+    .step = step, OPTIM_LR_ENTRIES);

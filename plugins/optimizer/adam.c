@@ -3,6 +3,7 @@
  * penalty). The update is shared with adamw in adam_common.h, which says how
  * the iterates are made to match torch's bit for bit. */
 #include "adam_common.h"
+#include "bundled.h"
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   return adam_create(host, o, self, false);
@@ -11,15 +12,9 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 static const lk_option options[] = {
     ADAM_OPTIONS("0", "L2 penalty added to the gradient")};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "adam",
-    .version = "1.0",
-    .summary = "Adam, as torch.optim.Adam",
-    .options = options,
-    .create = create,
-    .destroy = adam_destroy,
-    .optimizer = &adam_optimizer_ops,
-    .check_state = adam_check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "adam", .summary = "Adam, as torch.optim.Adam",
+                       .options = options, .create = create,
+                       .destroy = adam_destroy,
+                       .optimizer = &adam_optimizer_ops,
+                       .check_state = adam_check_state);

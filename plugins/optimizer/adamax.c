@@ -18,6 +18,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "fma_clones.h"
 #include "optim_common.h"
 
@@ -115,18 +116,6 @@ static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.002"),
                                     OPTIM_MAXIMIZE_OPTION,
                                     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step,
-                                               OPTIM_MOMENTUM_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "adamax",
-    .version = "1.0",
-    .summary = "Adamax (Adam with the infinity norm), as torch.optim.Adamax",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = optim_check_adamlike,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "adamax", "Adamax (Adam with the infinity norm), as torch.optim.Adamax",
+    optim_destroy, optim_check_adamlike, .step = step, OPTIM_MOMENTUM_ENTRIES);

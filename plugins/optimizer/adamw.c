@@ -4,6 +4,7 @@
  * 1 - lr * weight_decay). The update is shared with adam in adam_common.h,
  * which says how the iterates are made to match torch's bit for bit. */
 #include "adam_common.h"
+#include "bundled.h"
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   return adam_create(host, o, self, true);
@@ -13,15 +14,9 @@ static const lk_option options[] = {ADAM_OPTIONS(
     "0.01", "decoupled weight decay: each step scales the parameters by "
             "1 - lr * weight_decay")};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "adamw",
-    .version = "1.0",
-    .summary = "AdamW (Adam with decoupled weight decay), as torch.optim.AdamW",
-    .options = options,
-    .create = create,
-    .destroy = adam_destroy,
-    .optimizer = &adam_optimizer_ops,
-    .check_state = adam_check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "adamw",
+        .summary =
+            "AdamW (Adam with decoupled weight decay), as torch.optim.AdamW",
+        .options = options, .create = create, .destroy = adam_destroy,
+        .optimizer = &adam_optimizer_ops, .check_state = adam_check_state);

@@ -22,6 +22,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "fma_clones.h"
 #include "optim_common.h"
 
@@ -146,17 +147,6 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "asgd",
-    .version = "1.0",
-    .summary = "averaged stochastic gradient descent, as torch.optim.ASGD",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "asgd", "averaged stochastic gradient descent, as torch.optim.ASGD",
+    optim_destroy, check_state, .step = step, OPTIM_LR_ENTRIES);

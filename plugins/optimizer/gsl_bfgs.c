@@ -26,6 +26,7 @@
 #include <gsl/gsl_multimin.h>
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "optim_common.h"
 
 typedef struct gsl_bfgs {
@@ -216,17 +217,8 @@ static const lk_option options[] = {
      "iterations per optimizer step; 0: until |g| < epsabs", "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "gsl_bfgs",
-    .version = "1.0",
-    .summary = "GSL's multimin BFGS (vector_bfgs2); one step runs up to "
-               "max_iterations",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .optimizer = &optimizer_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_OPTIMIZER("gsl_bfgs",
+                      "GSL's multimin BFGS (vector_bfgs2); one step runs up to "
+                      "max_iterations",
+                      destroy, NULL, .step = step);

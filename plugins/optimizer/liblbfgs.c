@@ -25,6 +25,7 @@
 #include <lbfgs.h>
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "optim_common.h"
 
 _Static_assert(sizeof(lbfgsfloatval_t) == sizeof(double),
@@ -264,17 +265,8 @@ static const lk_option options[] = {
      "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "liblbfgs",
-    .version = "1.0",
-    .summary = "liblbfgs's L-BFGS (More-Thuente or backtracking line "
-               "search); one step runs up to max_iterations",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .optimizer = &optimizer_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_OPTIMIZER("liblbfgs",
+                      "liblbfgs's L-BFGS (More-Thuente or backtracking line "
+                      "search); one step runs up to max_iterations",
+                      destroy, NULL, .step = step);

@@ -21,6 +21,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "fma_clones.h"
 #include "optim_common.h"
 
@@ -148,18 +149,6 @@ static const lk_option options[] = {
      "[0, inf)"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step,
-                                               OPTIM_MOMENTUM_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "nadam",
-    .version = "1.0",
-    .summary = "NAdam (Adam with Nesterov momentum), as torch.optim.NAdam",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "nadam", "NAdam (Adam with Nesterov momentum), as torch.optim.NAdam",
+    optim_destroy, check_state, .step = step, OPTIM_MOMENTUM_ENTRIES);

@@ -22,6 +22,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "fma_clones.h"
 #include "optim_common.h"
 
@@ -123,18 +124,6 @@ static int step(void *self, lk_tensor *const *params, size_t n,
 static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.001"),
                                     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step,
-                                               OPTIM_MOMENTUM_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "radam",
-    .version = "1.0",
-    .summary = "RAdam (rectified Adam), as torch.optim.RAdam",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = optim_check_adamlike,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "radam", "RAdam (rectified Adam), as torch.optim.RAdam", optim_destroy,
+    optim_check_adamlike, .step = step, OPTIM_MOMENTUM_ENTRIES);

@@ -26,6 +26,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "optim_common.h"
 
 typedef struct rmsprop {
@@ -225,22 +226,7 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step,
-                                               .get_lr = optim_get_lr,
-                                               .set_lr = optim_set_lr,
-                                               .get_momentum =
-                                                   optim_get_momentum,
-                                               .set_momentum = set_momentum};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "rmsprop",
-    .version = "1.0",
-    .summary = "RMSprop, as torch.optim.RMSprop",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "rmsprop", "RMSprop, as torch.optim.RMSprop", optim_destroy, check_state,
+    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr,
+    .get_momentum = optim_get_momentum, .set_momentum = set_momentum);

@@ -17,6 +17,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "fma_clones.h"
 #include "optim_common.h"
 
@@ -180,17 +181,6 @@ static const lk_option options[] = {
     OPTIM_MAXIMIZE_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {.step = step, OPTIM_LR_ENTRIES};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "rprop",
-    .version = "1.0",
-    .summary = "resilient backpropagation, as torch.optim.Rprop",
-    .options = options,
-    .create = create,
-    .destroy = optim_destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "rprop", "resilient backpropagation, as torch.optim.Rprop", optim_destroy,
+    check_state, .step = step, OPTIM_LR_ENTRIES);

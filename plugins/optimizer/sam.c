@@ -12,6 +12,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 typedef struct sam {
   lk_host *host;
   lk_optimizer *base;
@@ -121,17 +123,6 @@ static const lk_option options[] = {
      "ASAM: scale the perturbation by each weight's magnitude", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = get_lr, .set_lr = set_lr};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "sam",
-    .version = "1.0",
-    .summary = "sharpness-aware minimization around a base optimizer",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .optimizer = &optimizer_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "sam", "sharpness-aware minimization around a base optimizer", destroy,
+    NULL, .step = step, .get_lr = get_lr, .set_lr = set_lr);

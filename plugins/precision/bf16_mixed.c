@@ -25,6 +25,8 @@
 #include <loopkit/loopkit.h>
 #include <loopkit/nn.h>
 
+#include "bundled.h"
+
 typedef struct mixed {
   lk_host *host;
 } mixed;
@@ -75,14 +77,9 @@ static int unscale_gradients(void *self, lk_tensor *const *params, size_t n,
 static const lk_precision_ops precision_ops = {
     .loss_scale = loss_scale, .unscale_gradients = unscale_gradients};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "bf16-mixed",
-    .version = "1.0",
-    .summary = "bf16 mixed precision: the layer kit's products in bf16 with "
-               "f32 sums (AMX or AVX512-BF16), everything else f32",
-    .create = create,
-    .destroy = destroy,
-    .precision = &precision_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "bf16-mixed",
+        .summary =
+            "bf16 mixed precision: the layer kit's products in bf16 with "
+            "f32 sums (AMX or AVX512-BF16), everything else f32",
+        .create = create, .destroy = destroy, .precision = &precision_ops);

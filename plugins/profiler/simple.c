@@ -22,6 +22,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 typedef struct action {
   char *name;
   uint64_t started; /* ticks */
@@ -300,14 +302,10 @@ static int report(void *self, const char *run_dir) {
 static const lk_profiler_ops profiler_ops = {
     .action = action_id, .start = start, .stop = stop, .report = report};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "simple",
-    .version = "1.0",
-    .summary = "wall time per action, reported like Lightning's "
-               "SimpleProfiler (profile.txt)",
-    .create = create,
-    .destroy = destroy,
-    .profiler = &profiler_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "simple",
+                       .summary =
+                           "wall time per action, reported like Lightning's "
+                           "SimpleProfiler (profile.txt)",
+                       .create = create, .destroy = destroy,
+                       .profiler = &profiler_ops);

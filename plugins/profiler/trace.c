@@ -30,6 +30,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 #define MAX_DEPTH 64            /* the loop nests about 6 deep */
 #define BUFFER_SIZE (64 * 1024) /* about 600 events between writes */
 #define MAX_VARIANTS 1000       /* trace-2.json ... trace-1000.json */
@@ -506,15 +508,9 @@ static const lk_option options[] = {
 static const lk_profiler_ops profiler_ops = {
     .action = action_id, .start = start, .stop = stop, .report = report};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "trace",
-    .version = "1.0",
-    .summary = "every action as a Chrome trace event (trace.json, for "
-               "Perfetto and chrome://tracing)",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .profiler = &profiler_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "trace",
+        .summary = "every action as a Chrome trace event (trace.json, for "
+                   "Perfetto and chrome://tracing)",
+        .options = options, .create = create, .destroy = destroy,
+        .profiler = &profiler_ops);

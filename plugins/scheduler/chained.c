@@ -19,6 +19,7 @@
  * the metrics, so reduce_on_plateau can be one. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "sched_compose.h"
 #include "scheduler_common.h"
 
@@ -100,16 +101,8 @@ static const lk_option options[] = {
 
 static const lk_scheduler_ops scheduler_ops = {.step = step};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "chained",
-    .version = "1.0",
-    .summary = "steps several schedulers one after the other, as torch's "
-               "ChainedScheduler",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .scheduler = &scheduler_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_SCHEDULER(
+    "chained",
+    "steps several schedulers one after the other, as torch's "
+    "ChainedScheduler",
+    destroy, check_state, &scheduler_ops);

@@ -5,6 +5,7 @@
  * then). */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct constant {
@@ -12,39 +13,6 @@ typedef struct constant {
   double factor;
   int64_t total_iters;
 } constant;
-
-/* torch's recursive get_lr at last_epoch E. */
-static int apply(void *self, int64_t e) {
-  constant *s = self;
-  if (e == 0)
-    return sched_set_lr(&s->c, sched_lr(&s->c) * s->factor);
-  if (e != s->total_iters)
-    return 0;
-  return sched_set_lr(&s->c, sched_lr(&s->c) * (1.0 / s->factor));
-}
-
-static int init(void *self, lk_host *host, const lk_options *o) {
-  constant *s = self;
-  (void)host;
-  s->factor = lk_opt_double(o, "factor");
-  s->total_iters = lk_opt_int(o, "total_iters");
-  return 0;
-}
-
-/* torch's step(0): base_lr * (factor + (0 >= total_iters) * (1 - factor)),
- * where a false comparison is 0. */
-static double closed(void *self) {
-  constant *s = self;
-  double f = s->factor, past = 0 >= s->total_iters ? 1 - f : 0.;
-  return sched_base_lr(&s->c) * (f + past);
-}
-
-static const sched_kind kind = {sizeof(constant), init, apply, closed, NULL};
-
-/* torch's initial step: lr * factor. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
 
 static const lk_option options[] = {
     /* torch takes factor = 0 and divides by it at total_iters; loopkit
@@ -60,16 +28,35 @@ static const lk_option options[] = {
     SCHED_INTERVAL_OPTION,
     {NULL, 0, NULL, NULL, NULL}};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "constant",
-    .version = "1.0",
-    .summary = "multiplies the learning rate by a constant factor until "
-               "total_iters, as torch's ConstantLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+/* torch's recursive get_lr at last_epoch E. */
+static int apply(void *self, int64_t e) {
+  constant *s = self;
+  if (e == 0)
+    return sched_set_lr(&s->c, sched_lr(&s->c) * s->factor);
+  if (e != s->total_iters)
+    return 0;
+  return sched_set_lr(&s->c, sched_lr(&s->c) * (1.0 / s->factor));
+}
+
+/* torch's step(0): base_lr * (factor + (0 >= total_iters) * (1 - factor)),
+ * where a false comparison is 0. */
+static double closed(void *self) {
+  constant *s = self;
+  double f = s->factor, past = 0 >= s->total_iters ? 1 - f : 0.;
+  return sched_base_lr(&s->c) * (f + past);
+}
+
+/* torch's initial step: lr * factor. */
+
+/* torch's initial step: lr * factor. */
+static const sched_kind kind = {
+    .size = sizeof(constant),
+    .fields = {SCHED_FIELD(constant, factor, "factor", DOUBLE),
+               SCHED_FIELD(constant, total_iters, "total_iters", INT)},
+    .apply = apply,
+    .closed = closed};
+
+BUNDLED_SCHEDULER_OF(kind, "constant",
+                     "multiplies the learning rate by a constant factor until "
+                     "total_iters, as torch's ConstantLR",
+                     sched_check_state);

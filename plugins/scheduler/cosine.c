@@ -5,6 +5,7 @@
  * bits, and only the recursion gives torch's numbers. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct cosine {
@@ -13,13 +14,17 @@ typedef struct cosine {
   double eta_min;
 } cosine;
 
-static int init(void *self, lk_host *host, const lk_options *o) {
-  cosine *s = self;
-  (void)host;
-  s->t_max = lk_opt_int(o, "T_max");
-  s->eta_min = lk_opt_double(o, "eta_min");
-  return 0;
-}
+static const lk_option options[] = {
+    {"T_max", LK_OPT_INT, "auto",
+     "intervals from the initial rate down to eta_min (torch requires it; "
+     "auto: the run's optimizer steps, or epochs at interval = epoch, or "
+     "the part of its parent's a child runs)",
+     "[1, inf) or auto"},
+    {"eta_min", LK_OPT_DOUBLE, "0",
+     "the minimum learning rate (a learning rate is never negative)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 /* torch's initial step (last_epoch 0) leaves the rate as it is. */
 static int apply(void *self, int64_t e) {
@@ -49,34 +54,14 @@ static double closed(void *self) {
   return eta + (sched_base_lr(&s->c) - eta) * (1 + cos(SCHED_PI * 0. / t)) / 2;
 }
 
-static const sched_kind kind = {sizeof(cosine), init, apply, closed, NULL};
+static const sched_kind kind = {
+    .size = sizeof(cosine),
+    .fields = {SCHED_FIELD(cosine, t_max, "T_max", INT),
+               SCHED_FIELD(cosine, eta_min, "eta_min", DOUBLE)},
+    .apply = apply,
+    .closed = closed};
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
-
-static const lk_option options[] = {
-    {"T_max", LK_OPT_INT, "auto",
-     "intervals from the initial rate down to eta_min (torch requires it; "
-     "auto: the run's optimizer steps, or epochs at interval = epoch, or "
-     "the part of its parent's a child runs)",
-     "[1, inf) or auto"},
-    {"eta_min", LK_OPT_DOUBLE, "0",
-     "the minimum learning rate (a learning rate is never negative)",
-     "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "cosine",
-    .version = "1.0",
-    .summary = "cosine annealing of the learning rate, as torch's "
-               "CosineAnnealingLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(kind, "cosine",
+                     "cosine annealing of the learning rate, as torch's "
+                     "CosineAnnealingLR",
+                     sched_check_state);

@@ -8,6 +8,7 @@
  * the same cycle. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct warm_restarts {
@@ -16,6 +17,16 @@ typedef struct warm_restarts {
   double eta_min;
   lk_tensor *t_cur, *t_i; /* [1] each: torch's T_cur and T_i */
 } warm_restarts;
+
+static const lk_option options[] = {
+    {"T_0", LK_OPT_INT, NULL, "number of iterations for the first restart",
+     "[1, inf)"},
+    {"T_mult", LK_OPT_INT, "1", "a factor increases T_i after a restart",
+     "[1, inf)"},
+    {"eta_min", LK_OPT_DOUBLE, "0",
+     "minimum learning rate (a learning rate is never negative)", "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 static double *t_cur(warm_restarts *s) {
   return s->t_cur->data;
@@ -47,18 +58,8 @@ static int apply(void *self, int64_t e) {
 static int init(void *self, lk_host *host, const lk_options *o) {
   warm_restarts *s = self;
   size_t one = 1;
-  s->t_0 = lk_opt_int(o, "T_0");
-  s->t_mult = lk_opt_int(o, "T_mult");
-  s->eta_min = lk_opt_double(o, "eta_min");
   int rc = lk_host_add_state(host, "T_cur", LK_F64, 1, &one, &s->t_cur);
   return rc ? rc : lk_host_add_state(host, "T_i", LK_F64, 1, &one, &s->t_i);
-}
-
-/* A restart is the same step whether closed_form or not. */
-static const sched_kind kind = {sizeof(warm_restarts), init, apply, NULL, NULL};
-
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
 }
 
 /* T_cur counts within the cycle, T_i (T_0 * T_mult ** k, which may pass
@@ -74,26 +75,16 @@ static int check_state(void *self) {
   return rc;
 }
 
-static const lk_option options[] = {
-    {"T_0", LK_OPT_INT, NULL, "number of iterations for the first restart",
-     "[1, inf)"},
-    {"T_mult", LK_OPT_INT, "1", "a factor increases T_i after a restart",
-     "[1, inf)"},
-    {"eta_min", LK_OPT_DOUBLE, "0",
-     "minimum learning rate (a learning rate is never negative)", "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
+/* A restart is the same step whether closed_form or not. */
+static const sched_kind kind = {
+    .size = sizeof(warm_restarts),
+    .fields = {SCHED_FIELD(warm_restarts, t_0, "T_0", INT),
+               SCHED_FIELD(warm_restarts, t_mult, "T_mult", INT),
+               SCHED_FIELD(warm_restarts, eta_min, "eta_min", DOUBLE)},
+    .init = init,
+    .apply = apply};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "cosine_warm_restarts",
-    .version = "1.0",
-    .summary = "cosine annealing with warm restarts (SGDR), as torch's "
-               "CosineAnnealingWarmRestarts",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = check_state,
-};
+BUNDLED_SCHEDULER_OF(kind, "cosine_warm_restarts",
+                     "cosine annealing with warm restarts (SGDR), as torch's "
+                     "CosineAnnealingWarmRestarts",
+                     check_state);

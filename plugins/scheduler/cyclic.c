@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef enum cyclic_mode { TRIANGULAR, TRIANGULAR2, EXP_RANGE } cyclic_mode;
@@ -91,7 +92,8 @@ static int init(void *self, lk_host *host, const lk_options *o) {
 }
 
 /* No closed form: torch's step(0) is get_lr at 0, as its initial step. */
-static const sched_kind kind = {sizeof(cyclic), init, apply, NULL, NULL};
+static const sched_kind kind = {
+    .size = sizeof(cyclic), .init = init, .apply = apply};
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   bool cycle_momentum = lk_opt_bool(o, "cycle_momentum");
@@ -153,16 +155,8 @@ static const lk_option options[] = {
      "step|epoch"},
     {NULL, 0, NULL, NULL, NULL}};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "cyclic",
-    .version = "1.0",
-    .summary = "cycles the learning rate (and the momentum) between two "
-               "bounds, as torch's CyclicLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_SCHEDULER("cyclic",
+                      "cycles the learning rate (and the momentum) between two "
+                      "bounds, as torch's CyclicLR",
+                      sched_destroy, sched_check_state, &sched_ops);

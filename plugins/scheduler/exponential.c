@@ -4,6 +4,7 @@
  * between steps (a composite's other scheduler) is decayed from there. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct exponential {
@@ -11,11 +12,13 @@ typedef struct exponential {
   double gamma;
 } exponential;
 
-static int init(void *self, lk_host *host, const lk_options *o) {
-  (void)host;
-  ((exponential *)self)->gamma = lk_opt_double(o, "gamma");
-  return 0;
-}
+static const lk_option options[] = {
+    {"gamma", LK_OPT_DOUBLE, NULL,
+     "multiplicative factor of learning rate decay (a learning rate is never "
+     "negative)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 /* torch's initial step leaves the rate as it is. */
 static int apply(void *self, int64_t e) {
@@ -29,30 +32,14 @@ static double closed(void *self) {
   return sched_base_lr(&s->c) * pow(s->gamma, 0.);
 }
 
-static const sched_kind kind = {sizeof(exponential), init, apply, closed, NULL};
+static const sched_kind kind = {
+    .size = sizeof(exponential),
+    .fields = {SCHED_FIELD(exponential, gamma, "gamma", DOUBLE)},
+    .apply = apply,
+    .closed = closed};
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
-
-static const lk_option options[] = {
-    {"gamma", LK_OPT_DOUBLE, NULL,
-     "multiplicative factor of learning rate decay (a learning rate is never "
-     "negative)",
-     "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "exponential",
-    .version = "1.0",
-    .summary = "decays the learning rate by gamma every step or epoch, as "
-               "torch's ExponentialLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(
+    kind, "exponential",
+    "decays the learning rate by gamma every step or epoch, as "
+    "torch's ExponentialLR",
+    sched_check_state);

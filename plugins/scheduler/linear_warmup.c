@@ -5,6 +5,7 @@
  * warm-up; with end_factor < start_factor, a linear decay. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct linear_warmup {
@@ -13,14 +14,20 @@ typedef struct linear_warmup {
   int64_t total_iters;
 } linear_warmup;
 
-static int init(void *self, lk_host *host, const lk_options *o) {
-  linear_warmup *s = self;
-  (void)host;
-  s->start = lk_opt_double(o, "start_factor");
-  s->end = lk_opt_double(o, "end_factor");
-  s->total_iters = lk_opt_int(o, "total_iters");
-  return 0;
-}
+static const lk_option options[] = {
+    /* torch accepts start_factor = 0 and then divides by zero at the first
+     * step; loopkit refuses it. */
+    {"start_factor", LK_OPT_DOUBLE, "0.3333333333333333",
+     "factor of the initial rate at the start (torch's 1/3)", "(0, 1]"},
+    {"end_factor", LK_OPT_DOUBLE, "1.0",
+     "factor of the initial rate after total_iters", "[0, 1]"},
+    {"total_iters", LK_OPT_INT, "5",
+     "intervals from start_factor to end_factor (auto: the run's optimizer "
+     "steps, or epochs at interval = epoch, or the part of its parent's a "
+     "child runs: up to its milestone in a sequential)",
+     "[1, inf) or auto"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 /* torch's initial step: lr * start_factor, from the rate now. */
 static int apply(void *self, int64_t e) {
@@ -43,38 +50,15 @@ static double closed(void *self) {
   return sched_base_lr(&s->c) * (s->start + (s->end - s->start) * 0. / t);
 }
 
-static const sched_kind kind = {sizeof(linear_warmup), init, apply, closed,
-                                NULL};
+static const sched_kind kind = {
+    .size = sizeof(linear_warmup),
+    .fields = {SCHED_FIELD(linear_warmup, start, "start_factor", DOUBLE),
+               SCHED_FIELD(linear_warmup, end, "end_factor", DOUBLE),
+               SCHED_FIELD(linear_warmup, total_iters, "total_iters", INT)},
+    .apply = apply,
+    .closed = closed};
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
-
-static const lk_option options[] = {
-    /* torch accepts start_factor = 0 and then divides by zero at the first
-     * step; loopkit refuses it. */
-    {"start_factor", LK_OPT_DOUBLE, "0.3333333333333333",
-     "factor of the initial rate at the start (torch's 1/3)", "(0, 1]"},
-    {"end_factor", LK_OPT_DOUBLE, "1.0",
-     "factor of the initial rate after total_iters", "[0, 1]"},
-    {"total_iters", LK_OPT_INT, "5",
-     "intervals from start_factor to end_factor (auto: the run's optimizer "
-     "steps, or epochs at interval = epoch, or the part of its parent's a "
-     "child runs: up to its milestone in a sequential)",
-     "[1, inf) or auto"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "linear_warmup",
-    .version = "1.0",
-    .summary = "linear change of the learning rate over total_iters (a "
-               "warm-up), as torch's LinearLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(kind, "linear_warmup",
+                     "linear change of the learning rate over total_iters (a "
+                     "warm-up), as torch's LinearLR",
+                     sched_check_state);

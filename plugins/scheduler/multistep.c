@@ -6,6 +6,7 @@
  * gamma ** count from the rate now), and its closed form for step(0). */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct multistep {
@@ -14,6 +15,18 @@ typedef struct multistep {
   int64_t *milestones;
   size_t n;
 } multistep;
+
+static const lk_option options[] = {
+    {"milestones", LK_OPT_DOUBLES, NULL,
+     "list of epoch indices (steps at interval = step), a comma list of whole "
+     "numbers: e.g. 30,80",
+     "[0, inf)"},
+    {"gamma", LK_OPT_DOUBLE, "0.1",
+     "multiplicative factor of learning rate decay (a learning rate is never "
+     "negative)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 static void fini(void *self) {
   free(((multistep *)self)->milestones);
@@ -37,7 +50,6 @@ static int apply(void *self, int64_t e) {
 
 static int init(void *self, lk_host *host, const lk_options *o) {
   multistep *s = self;
-  s->gamma = lk_opt_double(o, "gamma");
   return sched_int_list(host, o, "milestones", 0, false, &s->milestones, &s->n);
 }
 
@@ -47,35 +59,16 @@ static double closed(void *self) {
   return sched_base_lr(&s->c) * pow(s->gamma, count(s, 0, true));
 }
 
-static const sched_kind kind = {sizeof(multistep), init, apply, closed, fini};
-
 /* torch's initial step: a milestone 0 decays at once. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
+static const sched_kind kind = {
+    .size = sizeof(multistep),
+    .fields = {SCHED_FIELD(multistep, gamma, "gamma", DOUBLE)},
+    .init = init,
+    .apply = apply,
+    .closed = closed,
+    .fini = fini};
 
-static const lk_option options[] = {
-    {"milestones", LK_OPT_DOUBLES, NULL,
-     "list of epoch indices (steps at interval = step), a comma list of whole "
-     "numbers: e.g. 30,80",
-     "[0, inf)"},
-    {"gamma", LK_OPT_DOUBLE, "0.1",
-     "multiplicative factor of learning rate decay (a learning rate is never "
-     "negative)",
-     "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "multistep",
-    .version = "1.0",
-    .summary = "decays the learning rate by gamma at each milestone, as "
-               "torch's MultiStepLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(kind, "multistep",
+                     "decays the learning rate by gamma at each milestone, as "
+                     "torch's MultiStepLR",
+                     sched_check_state);

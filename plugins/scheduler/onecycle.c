@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 #define MAX_PHASES 3
@@ -145,7 +146,8 @@ static int init(void *self, lk_host *host, const lk_options *o) {
 }
 
 /* No closed form: torch's step(0) is get_lr at 0, as its initial step. */
-static const sched_kind kind = {sizeof(onecycle), init, apply, NULL, NULL};
+static const sched_kind kind = {
+    .size = sizeof(onecycle), .init = init, .apply = apply};
 
 static int create(lk_host *host, const lk_options *o, void **self) {
   int64_t total = 0;
@@ -229,16 +231,8 @@ static const lk_option options[] = {
      "step|epoch"},
     {NULL, 0, NULL, NULL, NULL}};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "onecycle",
-    .version = "1.0",
-    .summary = "the 1cycle policy for the learning rate and the momentum, as "
-               "torch's OneCycleLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_SCHEDULER(
+    "onecycle",
+    "the 1cycle policy for the learning rate and the momentum, as "
+    "torch's OneCycleLR",
+    sched_destroy, check_state, &sched_ops);

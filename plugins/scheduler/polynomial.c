@@ -5,6 +5,7 @@
  * power; past total_iters the rate stays. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct polynomial {
@@ -13,13 +14,19 @@ typedef struct polynomial {
   double power;
 } polynomial;
 
-static int init(void *self, lk_host *host, const lk_options *o) {
-  polynomial *s = self;
-  (void)host;
-  s->total_iters = lk_opt_int(o, "total_iters");
-  s->power = lk_opt_double(o, "power");
-  return 0;
-}
+static const lk_option options[] = {
+    /* torch's closed form divides by total_iters: 0 is refused. */
+    {"total_iters", LK_OPT_INT, "5",
+     "the number of steps that the scheduler decays the learning rate (epochs "
+     "at interval = epoch; auto: the run's, or the part of its parent's a "
+     "child runs)",
+     "[1, inf) or auto"},
+    {"power", LK_OPT_DOUBLE, "1.0",
+     "the power of the polynomial (a negative one would divide by zero at "
+     "total_iters)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 /* torch's initial step leaves the rate as it is. */
 static int apply(void *self, int64_t e) {
@@ -40,36 +47,15 @@ static double closed(void *self) {
   return sched_base_lr(&s->c) * pow(1.0 - 0. / t, s->power);
 }
 
-static const sched_kind kind = {sizeof(polynomial), init, apply, closed, NULL};
+static const sched_kind kind = {
+    .size = sizeof(polynomial),
+    .fields = {SCHED_FIELD(polynomial, total_iters, "total_iters", INT),
+               SCHED_FIELD(polynomial, power, "power", DOUBLE)},
+    .apply = apply,
+    .closed = closed};
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
-
-static const lk_option options[] = {
-    /* torch's closed form divides by total_iters: 0 is refused. */
-    {"total_iters", LK_OPT_INT, "5",
-     "the number of steps that the scheduler decays the learning rate (epochs "
-     "at interval = epoch; auto: the run's, or the part of its parent's a "
-     "child runs)",
-     "[1, inf) or auto"},
-    {"power", LK_OPT_DOUBLE, "1.0",
-     "the power of the polynomial (a negative one would divide by zero at "
-     "total_iters)",
-     "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "polynomial",
-    .version = "1.0",
-    .summary = "decays the learning rate along a polynomial over total_iters, "
-               "as torch's PolynomialLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(
+    kind, "polynomial",
+    "decays the learning rate along a polynomial over total_iters, "
+    "as torch's PolynomialLR",
+    sched_check_state);

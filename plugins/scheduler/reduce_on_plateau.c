@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct plateau {
@@ -181,16 +182,8 @@ static const lk_option options[] = {
 
 static const lk_scheduler_ops scheduler_ops = {.step = step};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "reduce_on_plateau",
-    .version = "1.0",
-    .summary = "reduces the learning rate when a metric stops improving, as "
-               "torch's ReduceLROnPlateau",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .scheduler = &scheduler_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_SCHEDULER(
+    "reduce_on_plateau",
+    "reduces the learning rate when a metric stops improving, as "
+    "torch's ReduceLROnPlateau",
+    destroy, check_state, &scheduler_ops);

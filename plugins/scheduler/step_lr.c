@@ -4,6 +4,7 @@
  * rate changed by someone else between steps is decayed from there. */
 #include <stdlib.h>
 
+#include "bundled.h"
 #include "scheduler_common.h"
 
 typedef struct step_lr {
@@ -12,13 +13,14 @@ typedef struct step_lr {
   double gamma;
 } step_lr;
 
-static int init(void *self, lk_host *host, const lk_options *o) {
-  step_lr *s = self;
-  (void)host;
-  s->step_size = lk_opt_int(o, "step_size");
-  s->gamma = lk_opt_double(o, "gamma");
-  return 0;
-}
+static const lk_option options[] = {
+    {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals",
+     "[1, inf)"},
+    {"gamma", LK_OPT_DOUBLE, "0.1",
+     "multiplicative factor of the decay (a learning rate is never negative)",
+     "[0, inf)"},
+    SCHED_INTERVAL_OPTION,
+    {NULL, 0, NULL, NULL, NULL}};
 
 /* torch's initial step leaves the rate as it is. */
 static int apply(void *self, int64_t e) {
@@ -35,31 +37,15 @@ static double closed(void *self) {
   return sched_base_lr(&s->c) * pow(s->gamma, 0.);
 }
 
-static const sched_kind kind = {sizeof(step_lr), init, apply, closed, NULL};
+static const sched_kind kind = {
+    .size = sizeof(step_lr),
+    .fields = {SCHED_FIELD(step_lr, step_size, "step_size", INT),
+               SCHED_FIELD(step_lr, gamma, "gamma", DOUBLE)},
+    .apply = apply,
+    .closed = closed};
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  return sched_create(host, o, &kind, self);
-}
-
-static const lk_option options[] = {
-    {"step_size", LK_OPT_INT, NULL, "period of the decay, in intervals",
-     "[1, inf)"},
-    {"gamma", LK_OPT_DOUBLE, "0.1",
-     "multiplicative factor of the decay (a learning rate is never negative)",
-     "[0, inf)"},
-    SCHED_INTERVAL_OPTION,
-    {NULL, 0, NULL, NULL, NULL}};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "step_lr",
-    .version = "1.0",
-    .summary = "decays the learning rate by gamma every step_size steps or "
-               "epochs, as torch's StepLR",
-    .options = options,
-    .create = create,
-    .destroy = sched_destroy,
-    .scheduler = &sched_ops,
-    .check_state = sched_check_state,
-};
+BUNDLED_SCHEDULER_OF(
+    kind, "step_lr",
+    "decays the learning rate by gamma every step_size steps or "
+    "epochs, as torch's StepLR",
+    sched_check_state);

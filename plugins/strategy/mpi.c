@@ -18,6 +18,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 /* One dtype's share of the gradients, packed for a single reduction. */
 typedef struct pack {
   lk_dtype dtype;
@@ -392,14 +394,9 @@ static const lk_strategy_ops strategy_ops = {
     .abort = stop_all,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "mpi",
-    .version = "1.0",
-    .summary = "data parallel over MPI processes (mpirun -np K): parameters "
-               "broadcast, gradients averaged",
-    .create = create,
-    .destroy = destroy,
-    .strategy = &strategy_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "mpi",
+        .summary =
+            "data parallel over MPI processes (mpirun -np K): parameters "
+            "broadcast, gradients averaged",
+        .create = create, .destroy = destroy, .strategy = &strategy_ops);

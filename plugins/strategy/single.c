@@ -1,7 +1,9 @@
 /* single: the default strategy, named so that a config can say
- * `strategy = single` (the default, loopkit.ini(5)): one process, rank 0 of 1, nothing to
- * reduce. The host behaves the same without any strategy. */
+ * `strategy = single` (the default, loopkit.ini(5)): one process, rank 0 of 1,
+ * nothing to reduce. The host behaves the same without any strategy. */
 #include <loopkit/loopkit.h>
+
+#include "bundled.h"
 
 static int rank(void *self) {
   (void)self;
@@ -16,11 +18,7 @@ static int world_size(void *self) {
 static const lk_strategy_ops strategy_ops = {.rank = rank,
                                              .world_size = world_size};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "single",
-    .version = "1.0",
-    .summary = "one process (the default strategy)",
-    .strategy = &strategy_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "single",
+                       .summary = "one process (the default strategy)",
+                       .strategy = &strategy_ops);

@@ -4,6 +4,8 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
+
 static int zero_grad(void *self, lk_tensor *const *params, size_t n) {
   (void)self;
   for (size_t i = 0; i < n; i++) {
@@ -16,11 +18,7 @@ static int zero_grad(void *self, lk_tensor *const *params, size_t n) {
 
 static const lk_zero_grad_ops zero_grad_ops = {.zero_grad = zero_grad};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "zero",
-    .version = "1.0",
-    .summary = "sets every parameter's gradient to zero",
-    .zero_grad = &zero_grad_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_DESCRIPTOR(.name = "zero",
+                       .summary = "sets every parameter's gradient to zero",
+                       .zero_grad = &zero_grad_ops);

@@ -35,6 +35,32 @@ int lk_host_add_state(lk_host *host, const char *name, lk_dtype dtype,
                          name, dtype, ndim, shape, false, out);
 }
 
+int lk_host_add_buffer(lk_host *host, const char *name, lk_dtype dtype,
+                       size_t ndim, const size_t *shape, unsigned flags,
+                       lk_tensor **out) {
+  lk__tensors *ts = &host->env->tensors;
+  if (flags & ~LK_BUFFER_COUNT ||
+      ((flags & LK_BUFFER_COUNT) && dtype != LK_F64))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: buffer \"%s\": flags %#x (a count, "
+                   "LK_BUFFER_COUNT, is f64; no other flag exists)",
+                   host->inst->label, name ? name : "", flags);
+  int rc = lk__tensors_add(ts, host->inst->name, host->inst, name, dtype, ndim,
+                           shape, false, out);
+  return rc ? rc : lk__tensors_mark_buffer(ts, ts->n_states - 1, flags);
+}
+
+int lk_host_add_layer(lk_host *host, const char *name, const char *type,
+                      size_t ndim, const size_t *out) {
+  if (host->env->tensors.sealed)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: layer \"%s\" declared after setup (declare "
+                   "layers in create)",
+                   host->inst->label, name ? name : "");
+  return lk__model_layers_add(&host->env->layers, host->inst->label, name, type,
+                              ndim, out);
+}
+
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
                              size_t n) {
   lk__tensors *ts = &host->env->tensors;

@@ -33,6 +33,7 @@ static int check_params(lk_tensor *const *params, size_t n) {
 static void free_env(lk__env *env) {
   lk__registry_free(&env->reg);
   lk__tensors_free(&env->tensors); /* the params are borrowed */
+  lk__model_layers_free(&env->layers);
   free(env);
 }
 

@@ -21,6 +21,7 @@ int cli_plot(int argc, char **argv);
 int cli_test(int argc, char **argv);
 int cli_validate(int argc, char **argv);
 int cli_predict(int argc, char **argv);
+int cli_summary(int argc, char **argv);
 
 /* model.c: the arguments of the commands that use a trained model
  * (CONFIG --ckpt CKPT [--set S.K=V]... [-o FILE]), and the model they
@@ -30,13 +31,14 @@ typedef struct cli_model_args {
   const char *config, *ckpt, *out;
   const char *sets[CLI_MAX_SETS];
   int n_sets;
+  bool untrained; /* set before parsing: no --ckpt (summary) */
 } cli_model_args;
 /* 0, or -1 after cli_error (USAGE ends it); OUT: -o FILE is accepted. */
 int cli_model_args_parse(const char *cmd, const char *usage, int argc,
                          char **argv, bool out, cli_model_args *a);
 /* The config's run, without a run directory, with the checkpoint's
- * parameters: 0, or non-zero after cli_error (nothing was evaluated:
- * EXIT_USAGE). */
+ * parameters (as create made them when untrained): 0, or non-zero after
+ * cli_error (nothing was evaluated: EXIT_USAGE). */
 int cli_open_model(const cli_model_args *a, lk_run **run);
 /* The exit status of library code RC: EXIT_USAGE for a config or a
  * checkpoint that does not fit or a plugin without the entry needed,

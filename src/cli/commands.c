@@ -111,6 +111,12 @@ static const cli_option new_options[] = {
 
 static const cli_option no_options[] = {{NULL, NULL, NULL}};
 
+static const cli_option summary_options[] = {
+    {"--set", "SECTION.KEY=VALUE",
+     "Override one key of the config (repeatable; later wins): another "
+     "layers list, say."},
+    {NULL, NULL, NULL}};
+
 const cli_command cli_commands[] = {
     {"train", "CONFIG.ini", "train as CONFIG.ini says",
      "Load the plugins the config names, train, and write the run "
@@ -132,14 +138,20 @@ const cli_command cli_commands[] = {
      "NAME[INDEX] VALUE (%.17g for f64, %.9g for f32).",
      no_options},
     {"export", "CKPT -o FILE", "a checkpoint's parameters as safetensors",
-     "Write every parameter of checkpoint CKPT (not the optimizer's state) "
-     "to FILE in the safetensors format, each with its name, dtype and "
-     "shape, as every output is written (see OUTPUT FILES: - is the "
-     "standard output; CKPT itself is never overwritten), with "
-     "__metadata__ format = pt, step, epoch and "
-     "plugin (the step plugin named in the run directory's config.ini). "
-     "torch and the Hugging Face tools read it, and a model's init option "
-     "(mlp's) starts another run from it. -o is also --output.",
+     "Write every parameter of checkpoint CKPT (not the optimizer's state), "
+     "then its model's buffers (batch norm's running_mean, running_var and "
+     "num_batches_tracked, the last as I64), to FILE in the safetensors "
+     "format, each with torch's state_dict() name, dtype and shape, as "
+     "every output is written (see OUTPUT FILES: - is the standard output; "
+     "CKPT itself is never overwritten), with __metadata__ format = pt, "
+     "step, epoch and plugin (the step plugin named in the run directory's "
+     "config.ini). torch's load_state_dict(strict=True) of the same "
+     "nn.Sequential takes it, and a model's init option starts another run "
+     "from it. Which states are buffers only the model knows: export builds "
+     "the model from the run directory's config.ini, as predict does (its "
+     "data must be readable), or from CONFIG given as loopkit export CONFIG "
+     "--ckpt CKPT -o FILE; a checkpoint with neither gets its parameters "
+     "only. -o is also --output.",
      no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "
@@ -187,6 +199,19 @@ const cli_command cli_commands[] = {
      "status 2 when nothing was predicted (as for test, and a step plugin "
      "without predict_step), 1 when the prediction failed.",
      predict_options},
+    {"summary", "CONFIG.ini", "the model's layers, shapes and parameters",
+     "Create the config's plugins (no run directory, nothing trained) and "
+     "print the model as Lightning's ModelSummary does: a row per layer in "
+     "the order of its forward, with its name (the prefix of its tensors' "
+     "names), its type, the output shape of one sample, and the elements "
+     "of its parameters and buffers; then the totals: parameters "
+     "(trainable: those an optimizer steps) and their size, buffers, and "
+     "the activations a sample keeps for the backward (every layer's "
+     "output, f32), the line loopkit train prints at start. A model that "
+     "declares no layers (lk_host_add_layer) is listed by its tensors' "
+     "names, a row per name's first part (h.0 for h.0.attn.weight), with "
+     "no type or shape.",
+     summary_options},
     {"plot", "RUN_DIR", "training curves from metrics.csv",
      "Draw RUN_DIR/metrics.csv as a grid of panels, one for every metric "
      "that has values (the GAN example's d_loss and g_loss too), the "

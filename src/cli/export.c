@@ -1,17 +1,23 @@
-/* loopkit export CKPT -o FILE.safetensors: a checkpoint's parameters for
- * torch and the Hugging Face tools. FILE is written as every output is
- * (lk_output_open): - is the standard output. */
+/* loopkit export CKPT -o FILE.safetensors: a checkpoint's parameters and
+ * its model's buffers (batch norm's running statistics) for torch and the
+ * Hugging Face tools, torch's state_dict() of the same network. Which
+ * states are buffers only the model knows: the run's config.ini (or
+ * CONFIG --ckpt CKPT) is built into a run, as predict builds it; a lone
+ * checkpoint exports its parameters only. FILE is written as every
+ * output is (lk_output_open): - is the standard output. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
-static const char usage[] = "usage: loopkit export CKPT -o FILE.safetensors";
+static const char usage[] =
+    "usage: loopkit export CKPT -o FILE.safetensors, or loopkit export "
+    "CONFIG --ckpt CKPT -o FILE.safetensors";
 
-/* The step plugin of the run CKPT belongs to, from RUN_DIR/config.ini when
- * CKPT is RUN_DIR/checkpoints/NAME; NULL when there is none to read. The
- * string is malloc'd. */
-static char *step_plugin(const char *ckpt) {
+/* RUN_DIR/config.ini when CKPT is RUN_DIR/checkpoints/NAME and that file
+ * exists; NULL otherwise. The string is malloc'd. */
+static char *run_config(const char *ckpt) {
   const char *slash = strrchr(ckpt, '/');
   size_t dir_len = slash ? (size_t)(slash - ckpt) : 0;
   static const char sub[] = "checkpoints";
@@ -27,51 +33,71 @@ static char *step_plugin(const char *ckpt) {
     return NULL;
   memcpy(config, ckpt, run_len);
   strcpy(config + run_len, "config.ini");
-  lk_config *cfg;
-  char *name = NULL;
-  if (lk_config_load(config, &cfg) == 0) {
-    const lk_config_entry *e = lk_config_find(cfg, "plugins", "step");
-    if (e && e->value)
-      name = strdup(e->value);
-    lk_config_free(cfg);
+  if (access(config, R_OK) != 0) {
+    free(config);
+    return NULL;
   }
-  free(config);
-  return name;
+  return config;
+}
+
+/* CKPT into OUT: with CONFIG, through its model (the parameters and the
+ * model's buffers, lk_run_export); without, the parameters only. */
+static int export_with(const char *config, const char *ckpt, const char *out) {
+  if (!config)
+    return lk_checkpoint_export(ckpt, out, NULL) == 0 ? 0 : -1;
+  lk_config *cfg = NULL;
+  lk_run *run = NULL;
+  int rc = lk_config_load(config, &cfg);
+  lk_run_options ro = {
+      .no_run_dir = true, .log = cli_log_stderr, .verbosity = LK_LOG_WARN};
+  if (rc == 0)
+    rc = lk_run_new(cfg, &ro, &run);
+  lk_config_free(cfg);
+  if (rc == 0)
+    rc = lk_run_export(run, ckpt, out);
+  lk_run_free(run);
+  return rc == 0 ? 0 : -1;
 }
 
 int cli_export(int argc, char **argv) {
-  const char *ckpt = NULL, *out = NULL;
+  const char *arg = NULL, *ckpt = NULL, *out = NULL;
   for (int i = 0; i < argc; i++) {
+    const char **valued = !strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")
+                              ? &out
+                          : !strcmp(argv[i], "--ckpt") ? &ckpt
+                                                       : NULL;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       puts(usage);
       return 0;
     }
-    if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-      if (i + 1 == argc || out) {
-        cli_error("export: %s", out ? "-o given twice" : "-o needs a FILE");
+    if (valued) {
+      if (i + 1 == argc || *valued) {
+        cli_error("export: %s %s", argv[i],
+                  *valued ? "given twice" : "needs a value");
         return EXIT_USAGE;
       }
-      out = argv[++i];
+      *valued = argv[++i];
     } else if (argv[i][0] == '-' && argv[i][1]) {
       cli_error("export: unknown option %s; %s", argv[i], usage);
       return EXIT_USAGE;
-    } else if (ckpt) {
+    } else if (arg) {
       cli_error("export: one checkpoint at a time; %s", usage);
       return EXIT_USAGE;
     } else
-      ckpt = argv[i];
+      arg = argv[i];
   }
-  if (!ckpt || !out || !*out) {
+  if (!arg || !out || !*out) {
     cli_error("%s", usage);
     return EXIT_USAGE;
   }
-  char *plugin = step_plugin(ckpt);
-  int rc = lk_checkpoint_export(ckpt, out, plugin);
-  free(plugin);
-  if (rc != 0) {
+  /* CONFIG --ckpt CKPT, or CKPT (and its run's config.ini, if any). */
+  char *config = ckpt ? strdup(arg) : run_config(arg);
+  if (export_with(config, ckpt ? ckpt : arg, out) != 0) {
+    free(config);
     cli_error("export: %s", lk_last_error());
     return EXIT_USAGE;
   }
+  free(config);
   if (strcmp(out, "-") != 0) /* - is the file itself */
     printf("wrote %s\n", out);
   return 0;

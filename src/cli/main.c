@@ -47,7 +47,8 @@ static int run(int argc, char **argv) {
                   {"export", cli_export},     {"gradcheck", cli_gradcheck},
                   {"generate", cli_generate}, {"plot", cli_plot},
                   {"new", cli_new},           {"test", cli_test},
-                  {"validate", cli_validate}, {"predict", cli_predict}};
+                  {"validate", cli_validate}, {"predict", cli_predict},
+                  {"summary", cli_summary}};
   for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
     if (!strcmp(cmd, handlers[i].name))
       return handlers[i].run(argc - 2, argv + 2);

@@ -24,7 +24,7 @@ int cli_open_model(const cli_model_args *a, lk_run **run) {
       .no_run_dir = true, .log = cli_log_stderr, .verbosity = LK_LOG_WARN};
   int rc = lk_run_new(cfg, &ro, run);
   lk_config_free(cfg);
-  if (rc == 0 && (rc = lk_run_load_params(*run, a->ckpt)) != 0)
+  if (rc == 0 && a->ckpt && (rc = lk_run_load_params(*run, a->ckpt)) != 0)
     lk_run_free(*run);
   if (rc != 0)
     cli_error("%s", lk_last_error());
@@ -37,13 +37,14 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
   for (int i = 0; i < argc; i++) {
     const char *o = argv[i];
     bool is_out = out && (!strcmp(o, "-o") || !strcmp(o, "--output"));
-    bool valued = !strcmp(o, "--ckpt") || !strcmp(o, "--set") || is_out;
+    bool is_ckpt = !a->untrained && !strcmp(o, "--ckpt");
+    bool valued = is_ckpt || !strcmp(o, "--set") || is_out;
     if (valued && i + 1 >= argc) {
       cli_error("%s: %s needs a value", cmd, o);
       return -1;
     }
     const char *v = valued ? argv[++i] : NULL;
-    if (!strcmp(o, "--ckpt"))
+    if (is_ckpt)
       a->ckpt = v;
     else if (is_out)
       a->out = v;
@@ -59,7 +60,7 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
     } else
       a->config = o;
   }
-  if (!a->config || !a->ckpt) {
+  if (!a->config || (!a->ckpt && !a->untrained)) {
     cli_error("%s: %s; %s", cmd,
               a->config ? "no --ckpt: which checkpoint?" : "no config file",
               usage);

@@ -17,9 +17,9 @@
  *            them, optim_step.c steps them)
  *
  * The files that own no part work on them: clip.c, strategy.c,
- * evaluate.c, resume.c, predict.c here; hooks.c below; setup.c, run.c and
- * launcher.c above (run/setup.h); host.c, manual.c, gradcheck.c
- * (api/). Nothing here reaches up to those parts. */
+ * evaluate.c, resume.c, predict.c, export.c here; hooks.c below; setup.c, run.c
+ * and launcher.c above (run/setup.h); host.c, manual.c, gradcheck.c (api/).
+ * Nothing here reaches up to those parts. */
 #ifndef LK_LOOP_H
 #define LK_LOOP_H
 
@@ -285,6 +285,9 @@ typedef struct lk__model_copy lk__model_copy;
 int lk__model_keep(const lk_run *run, lk__model_copy **out);
 void lk__model_restore(const lk__model_copy *c);
 void lk__model_copy_free(lk__model_copy *c);
+/* Whether tensor NAME is a state of the model's plugins (the step's or
+ * the backward's, named PLUGIN.NAME): batch norm's running statistics. */
+bool lk__model_state(const lk_run *run, const char *name);
 
 /* ---- optim_step.c: stepping the optimizers and schedulers ---------------- */
 

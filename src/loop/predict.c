@@ -31,7 +31,7 @@ static bool same_shape(const lk_tensor *a, const lk_tensor *b) {
  * statistics): a state of the step's or the backward's plugin, named
  * PLUGIN.NAME. The others (the optimizer's, callbacks') are not the
  * model's, and a prediction never reads them. */
-static bool model_state(const lk_run *run, const char *name) {
+bool lk__model_state(const lk_run *run, const char *name) {
   const lk__instance *who[2] = {lk__role(run, LK__KIND_STEP),
                                 lk__role(run, LK__KIND_BACKWARD)};
   for (int i = 0; i < 2; i++) {
@@ -53,7 +53,7 @@ static lk_tensor **model_tensors(const lk_run *run, size_t *n) {
   for (size_t i = 0; i < ts->n_params; i++)
     all[k++] = ts->params[i];
   for (size_t i = 0; i < ts->n_states; i++)
-    if (model_state(run, ts->states[i]->name))
+    if (lk__model_state(run, ts->states[i]->name))
       all[k++] = ts->states[i];
   *n = k;
   return all;
@@ -96,7 +96,7 @@ static int match(const lk_run *run, const char *path, const lk__ckpt *ck,
   }
   for (size_t k = 0; k < ck->n; k++) {
     bool param = ck->kinds[k] == LK__CKPT_PARAM;
-    if (!param && !model_state(run, ck->tensors[k].name))
+    if (!param && !lk__model_state(run, ck->tensors[k].name))
       continue;
     bool known = false;
     for (size_t i = 0; i < n && !known; i++)

@@ -5,6 +5,7 @@
 #ifndef LK_ENV_H
 #define LK_ENV_H
 
+#include "modellayers.h"
 #include "registry.h"
 #include "tensors.h"
 
@@ -17,6 +18,7 @@ typedef struct lk__logger {
 struct lk__env {
   lk__registry reg;
   lk__tensors tensors;
+  lk__model_layers layers; /* lk_host_add_layer: for the model's summary */
   lk_rng rng;
   uint64_t seed;
   int rank, world; /* from the strategy: 0 and 1 without one */

@@ -96,6 +96,31 @@ int lk__tensors_add(lk__tensors *ts, const char *who, const void *owner,
   return 0;
 }
 
+int lk__tensors_mark_buffer(lk__tensors *ts, size_t i, unsigned flags) {
+  if (i >= ts->n_states)
+    return lk__err(LK_EINVAL, "no state %zu to make a buffer", i);
+  if (i >= ts->n_flags) {
+    unsigned *grown = realloc(ts->state_flags, ts->n_states * sizeof *grown);
+    if (!grown)
+      return lk__err(LK_ENOMEM, "out of memory");
+    memset(grown + ts->n_flags, 0,
+           (ts->n_states - ts->n_flags) * sizeof *grown);
+    ts->state_flags = grown;
+    ts->n_flags = ts->n_states;
+  }
+  ts->state_flags[i] = LK__BUFFER | flags;
+  return 0;
+}
+
+unsigned lk__tensors_state_flags(const lk__tensors *ts, size_t i) {
+  return i < ts->n_flags ? ts->state_flags[i] : 0;
+}
+
+const char *lk__buffer_name(const lk_tensor *b) {
+  const char *dot = strchr(b->name, '.');
+  return dot ? dot + 1 : b->name;
+}
+
 const void *lk__tensors_owner(const lk__tensors *ts, size_t i) {
   return ts->owners && i < ts->n_params ? ts->owners[i] : NULL;
 }
@@ -108,5 +133,6 @@ void lk__tensors_free(lk__tensors *ts) {
   free(ts->params);
   free(ts->owners);
   free(ts->states);
+  free(ts->state_flags);
   memset(ts, 0, sizeof *ts);
 }

@@ -479,6 +479,18 @@ int lk__start_values(const lk_config *cfg, lk__ckpt **out) {
   return 0;
 }
 
+/* The model's totals, as Lightning prints its ModelSummary at fit's start
+ * (loopkit summary prints the layers). */
+static void note_model(lk_run *run) {
+  lk_model_summary s;
+  char line[256];
+  if (run->env.tensors.n_params == 0 || lk_run_model_summary(run, &s) != 0)
+    return;
+  lk__log(&run->env, LK_LOG_INFO, "model: %s",
+          lk_model_summary_totals(&s, line, sizeof line));
+  lk_model_summary_free(&s);
+}
+
 int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
   lk_run *run = run_alloc(opts);
   if (!run)
@@ -496,6 +508,8 @@ int lk_run_new(const lk_config *cfg, const lk_run_options *opts, lk_run **out) {
     rc = lk__ckpt_check(run, cfg);
   if (rc == 0)
     rc = effective_config(run, cfg);
+  if (rc == 0)
+    note_model(run);
   if (rc == 0)
     rc = lk__calls_build(run);
   if (rc == 0)

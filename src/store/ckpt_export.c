@@ -1,5 +1,6 @@
 /* lk_checkpoint_export: a checkpoint's parameters as a safetensors file,
- * for torch and the Hugging Face tools (see run.h). */
+ * for torch and the Hugging Face tools (see run.h); lk__ckpt_export adds
+ * the model's buffers, which only the model knows (lk_run_export). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -20,6 +21,11 @@ int lk_checkpoint_export(const char *ckpt, const char *path,
                          const char *plugin) {
   if (!ckpt || !path || !*path)
     return lk__err(LK_EINVAL, "lk_checkpoint_export: NULL checkpoint or path");
+  return lk__ckpt_export(ckpt, path, plugin, NULL, 0);
+}
+
+int lk__ckpt_export(const char *ckpt, const char *path, const char *plugin,
+                    const lk__st_item *extra, size_t n_extra) {
   struct stat in, out;
   lk__ckpt *ck;
   int rc = lk__ckpt_read(ckpt, &ck, &in);
@@ -35,7 +41,7 @@ int lk_checkpoint_export(const char *ckpt, const char *path,
                    ckpt);
   }
   size_t n = 0;
-  lk__st_item *items = calloc(ck->n ? ck->n : 1, sizeof *items);
+  lk__st_item *items = calloc(ck->n + n_extra + 1, sizeof *items);
   uint64_t *shapes = calloc(ck->n ? ck->n * LK_MAX_DIMS : 1, sizeof *shapes);
   if (!items || !shapes) {
     free(items);
@@ -43,8 +49,8 @@ int lk_checkpoint_export(const char *ckpt, const char *path,
     lk__ckpt_free(ck);
     return lk__err(LK_ENOMEM, "out of memory exporting %s", ckpt);
   }
-  /* The parameters only, in the checkpoint's order (the order they were
-   * added): optimizer and host state stay in the checkpoint. */
+  /* The parameters, in the checkpoint's order (the order they were
+   * added), then EXTRA: optimizer and host state stay in the checkpoint. */
   for (size_t i = 0; i < ck->n; i++) {
     const lk_tensor *t = &ck->tensors[i];
     if (ck->kinds[i] != LK__CKPT_PARAM)
@@ -55,6 +61,8 @@ int lk_checkpoint_export(const char *ckpt, const char *path,
     items[n++] = (lk__st_item){
         t->name, st_dtype(t->dtype), t->ndim, shape, t->data, true};
   }
+  for (size_t i = 0; i < n_extra; i++)
+    items[n++] = extra[i];
   char step[24], epoch[24];
   snprintf(step, sizeof step, "%" PRIu64, ck->state.progress.global_step);
   snprintf(epoch, sizeof epoch, "%" PRIu64, ck->state.progress.epoch);

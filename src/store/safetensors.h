@@ -118,4 +118,10 @@ int lk__st_write_stream(FILE *f, const char *name, const lk__st_item *items,
 int lk__st_write(const char *path, const lk__st_item *items, size_t n,
                  const lk__st_meta *meta, size_t n_meta);
 
+/* ckpt_export.c: checkpoint CKPT's parameters, in its order, then the
+ * N_EXTRA tensors EXTRA (a model's buffers, lk_run_export), into PATH as
+ * lk_checkpoint_export (run.h) writes them. */
+int lk__ckpt_export(const char *ckpt, const char *path, const char *plugin,
+                    const lk__st_item *extra, size_t n_extra);
+
 #endif

@@ -111,15 +111,19 @@ check "no two parts have a header of the same name" test ! -s "$T/dup_h"
 kinds=$(sed -n 's/^  X([A-Z_]*, \([a-z_]*\), .*/\1/p' "$S/src/plugin/kinds.h" | tr '\n' ' ')
 # misplaced DIR: every plugin source of DIR/plugins not in the folder of a
 # kind it declares (model/ holds the step plugins). A source declares the
-# kinds its descriptor points to (.optimizer = &...) and whose ops it
-# defines (lk_scheduler_ops NAME = ...); a file of a plugin's own folder
-# (plugins/data/npy/) counts what the folder's files declare.
+# kinds its descriptor points to (.optimizer = &...), whose ops it defines
+# (lk_scheduler_ops NAME = ...), and whose descriptor it makes with
+# plugins/lib's macros of that kind (BUNDLED_OPTIMIZER(...),
+# BUNDLED_SCHEDULER_OF(...)); a
+# file of a plugin's own folder (plugins/data/npy/) counts what the
+# folder's files declare.
 misplaced() {
   (cd "$1/plugins" && find . -name '*.[ch]' | sed 's/^\.\///' | sort |
     while read -r f; do
       case $f in
       lib/*)
-        grep -q 'lk_plugin_descriptor *=' "$f" &&
+        # (a macro's line, which a plugin expands, is not a plugin)
+        grep -v '\\$' "$f" | grep -q 'lk_plugin_descriptor *=' &&
           echo "$f: a plugin in plugins/lib, which holds what plugins share"
         continue
         ;;
@@ -146,7 +150,8 @@ misplaced() {
       *) unit=$f ;;
       esac
       # shellcheck disable=SC2046
-      grep -Eqs "\.$want *= *&|lk_${want}_ops [A-Za-z0-9_]+ *=" \
+      macro=BUNDLED_$(echo "$want" | tr '[:lower:]' '[:upper:]')
+      grep -Eqs "\.$want *= *&|lk_${want}_ops [A-Za-z0-9_]+ *=|$macro[A-Z_]* *\(" \
         /dev/null $(find "$unit" -name '*.c') ||
         echo "$f: in $k/, but declares no $want"
     done)
@@ -159,11 +164,45 @@ mkdir -p "$T/fake/plugins/optimizer" "$T/fake/plugins/lib"
 echo 'static const lk_scheduler_ops scheduler_ops = {0};' >"$T/fake/plugins/optimizer/cosine.c"
 echo 'const lk_descriptor lk_plugin_descriptor = {0};' >"$T/fake/plugins/lib/shared.c"
 echo 'int x;' >"$T/fake/plugins/loose.c"
+mkdir -p "$T/fake/plugins/scheduler"
+echo 'const lk_descriptor d = BUNDLED_SCHEDULER("step", "", f, NULL, &ops);' \
+  >"$T/fake/plugins/optimizer/step.c"
+echo 'const lk_descriptor d = BUNDLED_SCHEDULER("step", "", f, NULL, &ops);' \
+  >"$T/fake/plugins/scheduler/step.c"
 misplaced "$T/fake" >"$T/fake_misplaced"
 check "... and reports a scheduler among the optimizers, a plugin in lib/, a loose source" \
   sh -c "grep -q '^optimizer/cosine.c: in optimizer/, but declares no optimizer' '$T/fake_misplaced' &&
     grep -q '^lib/shared.c: a plugin' '$T/fake_misplaced' &&
     grep -q '^loose.c: not in a kind' '$T/fake_misplaced'"
+check "... and reads the kind of a descriptor made with bundled.h's macro" \
+  sh -c "grep -q '^optimizer/step.c: in optimizer/, but declares no optimizer' '$T/fake_misplaced' &&
+    ! grep -q '^scheduler/step.c' '$T/fake_misplaced'"
+
+# unbuilt DIR: every .c of a plugin's own folder (plugins/KIND/NAME/) that
+# Makefile.am does not build into NAME.so. A plugin given a folder is made
+# of all its files; fuzz/run builds it that way, so a file left out of one
+# or the other is a plugin built two ways.
+unbuilt() {
+  (cd "$1" && find plugins -mindepth 3 -name '*.c' | sort |
+    while read -r f; do
+      name=$(basename "$(dirname "$f")")
+      awk -v v="plugins_${name}_la_SOURCES" -v f="$f" '
+        $1 == v { on = 1 }
+        on { for (i = 1; i <= NF; i++) if ($i == f) found = 1
+             if ($NF != "\\") on = 0 }
+        END { exit !found }' Makefile.am || echo "$f: not in plugins_${name}_la_SOURCES"
+    done)
+}
+unbuilt "$S" >"$T/unbuilt"
+check "every source of a plugin's folder is built into it ($(cd "$S" && find plugins -mindepth 3 -name '*.c' | wc -l) sources)" \
+  test ! -s "$T/unbuilt"
+[ -s "$T/unbuilt" ] && sed 's/^/# /' "$T/unbuilt"
+mkdir -p "$T/fake2/plugins/model/seq"
+printf 'plugins_seq_la_SOURCES = plugins/model/seq/seq.c \\\n\tplugins/model/seq/a.h\n' >"$T/fake2/Makefile.am"
+touch "$T/fake2/plugins/model/seq/seq.c" "$T/fake2/plugins/model/seq/loss.c"
+unbuilt "$T/fake2" >"$T/fake_unbuilt"
+check "... and reports a file of the folder that is not built" \
+  sh -c "grep -q '^plugins/model/seq/loss.c: not in' '$T/fake_unbuilt' && ! grep -q 'seq/seq.c' '$T/fake_unbuilt'"
 
 # ---- the objects' symbols ---------------------------------------------------
 

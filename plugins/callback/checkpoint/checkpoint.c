@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "bundled.h"
 #include "ckpt_carry.h"
 #include "ckpt_clash.h"
 #include "ckpt_name.h"
@@ -410,16 +411,9 @@ static const lk_callback_ops callback_ops = {
     .on_train_end = on_train_end,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "checkpoint",
-    .version = "1.0",
-    .summary = "keeps the best checkpoints by a monitored metric and "
-               "best.ckpt, as Lightning's ModelCheckpoint",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .callback = &callback_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "checkpoint",
+        .summary = "keeps the best checkpoints by a monitored metric and "
+                   "best.ckpt, as Lightning's ModelCheckpoint",
+        .options = options, .create = create, .destroy = destroy,
+        .callback = &callback_ops, .check_state = check_state);

@@ -36,6 +36,7 @@
 
 #include <loopkit/loopkit.h>
 
+#include "bundled.h"
 #include "tfrecord.h"
 
 #define FILE_PREFIX "events.out.tfevents."
@@ -538,16 +539,10 @@ static const lk_logger_ops logger_ops = {.start = start,
                                          .save = save,
                                          .finalize = finalize};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "tensorboard",
-    .version = "1.0",
-    .summary = "every metrics.csv row as TensorBoard scalars, and the config "
-               "as text, in RUN_DIR/events.out.tfevents.<time>.<host>",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .check_state = check_state,
-    .logger = &logger_ops,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
+        .name = "tensorboard",
+        .summary =
+            "every metrics.csv row as TensorBoard scalars, and the config "
+            "as text, in RUN_DIR/events.out.tfevents.<time>.<host>",
+        .options = options, .create = create, .destroy = destroy,
+        .check_state = check_state, .logger = &logger_ops);

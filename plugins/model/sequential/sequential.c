@@ -1,6 +1,8 @@
 /* sequential: a network described in the config, layer by layer, as
  * torch.nn.Sequential holds it, trained with softmax cross-entropy against
- * the data's labels; metrics loss and acc (as mlp's).
+ * the data's labels; metrics loss and acc (as mlp's); or with the loss its
+ * option loss names (loss.c: nll, bce_with_logits, mse, l1, smooth_l1,
+ * huber on f32 targets of the output's shape; metrics mse and mae).
  *
  *   [sequential]
  *   layers = conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten,
@@ -39,6 +41,7 @@
 #include <loopkit/nn.h>
 
 #include "bundled.h"
+#include "loss.h"
 #include "model_common.h"
 #include "sequential_lr.h"
 #include "sequential_spec.h"
@@ -57,6 +60,7 @@ typedef struct seq {
   size_t cap;     /* batch size the buffers hold; they only grow */
   size_t ready;   /* batch size of the training step backward may use, or 0 */
   model_scores scores; /* top-k and F1 */
+  seq_loss loss;       /* loss.c: the loss option */
 } seq;
 
 static const char *kind_name(const seq_layer *l) {
@@ -93,6 +97,7 @@ static void destroy(void *self) {
   free(m->text);
   lk_nn_free(m->nn);
   model_scores_free(&m->scores);
+  seq_loss_free(&m->loss);
   free(m);
 }
 
@@ -148,9 +153,15 @@ static int add_params(seq *m, size_t i, seq_layer *sl) {
   for (int k = 0; k < n; k++) {
     char name[64];
     snprintf(name, sizeof name, "%zu.%.31s", i, t[k].name);
+    size_t nd = (size_t)t[k].ndim;
+    /* buffers go out and in by torch's names (lk_host_add_buffer) */
     int rc =
-        (t[k].flags & LK_LAYER_PARAM ? lk_host_add_param : lk_host_add_state)(
-            m->host, name, t[k].dtype, (size_t)t[k].ndim, t[k].shape, &l->t[k]);
+        t[k].flags & LK_LAYER_PARAM
+            ? lk_host_add_param(m->host, name, t[k].dtype, nd, t[k].shape,
+                                &l->t[k])
+            : lk_host_add_buffer(
+                  m->host, name, t[k].dtype, nd, t[k].shape,
+                  t[k].flags & LK_LAYER_COUNT ? LK_BUFFER_COUNT : 0, &l->t[k]);
     if (rc != 0)
       return rc;
     l->n_t = k + 1;
@@ -182,19 +193,23 @@ static void torch_init(seq *m) {
   }
 }
 
-/* The output against the data's targets: [classes], or [T, V] of a
- * language model. */
-static int check_output(seq *m, const lk_sample_shape *sh,
-                        const lk_layer_shape *out) {
+/* A classifier's output (loss cross_entropy or nll): [classes], or of a
+ * language model [T, V]. */
+static int check_classes(seq *m, const lk_sample_shape *sh,
+                         const lk_layer_shape *out) {
   lk_host *host = m->host;
   seq_layer *last = &m->layers[m->n_layers - 1];
   char a[64];
   int nd = out->ndim;
   lk_layer_shape_text(out, a, sizeof a);
+  char y[96];
   if (sh->n_classes == 0)
     return lk_fail(host, LK_ECONFIG,
-                   "the network classifies (softmax cross-entropy), but the "
-                   "data's targets are not class labels");
+                   "the network classifies (loss = %s takes class labels, "
+                   "i32), but the data's targets are not class labels: %s; "
+                   "a regression loss (mse, l1, smooth_l1, huber) or "
+                   "bce_with_logits takes f32 targets",
+                   seq_loss_name(&m->loss), seq_loss_y_text(sh, y, sizeof y));
   m->positions = m->lm ? sh->x_shape[0] : 1;
   if (m->lm) {
     /* the next token at every position: [T, V] logits, V at least the
@@ -216,6 +231,7 @@ static int check_output(seq *m, const lk_sample_shape *sh,
                       nd != 1 ? " (a flatten before it?)" : "");
   else
     m->classes = sh->n_classes;
+  return seq_loss_classes(host, &m->loss, m->classes);
   return 0;
 }
 
@@ -240,7 +256,11 @@ static int build(seq *m, const lk_sample_shape *sh) {
     if (sl->l.out_numel > m->max_numel)
       m->max_numel = sl->l.out_numel;
   }
-  int rc = check_output(m, sh, &shape);
+  m->positions = 1;                  /* a language model's: check_classes */
+  int rc = seq_loss_labels(&m->loss) /* else loss.c's f32 targets */
+               ? check_classes(m, sh, &shape)
+               : seq_loss_shape(m->host, &m->loss, sh, shape.d, shape.ndim,
+                                &m->classes);
   bool params_before = false;
   for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
     seq_layer *sl = &m->layers[i];
@@ -331,6 +351,8 @@ static int create(lk_host *host, const lk_options *o, void **self) {
            ? seq_parse(host, m->text, &m->layers, &m->n_layers)
            : lk_fail(host, LK_ENOMEM, "out of memory");
   if (rc == 0)
+    rc = seq_loss_init(host, o, &m->loss);
+  if (rc == 0)
     rc = check_tokens(m, &sh, lk_opt_int(o, "block_size"));
   if (rc == 0)
     rc = build(m, &sh);
@@ -342,6 +364,13 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     torch_init(m);
   if (rc == 0 && lk_nn_create(&m->nn, lk_host_threads(host), 0) != 0)
     rc = lk_fail(host, LK_ENOMEM, "%s", lk_last_error());
+  if (rc == 0 && !seq_loss_labels(&m->loss) &&
+      (lk_opt_int(o, "top_k") > 1 || lk_opt_bool(o, "f1")))
+    rc = lk_fail(host, LK_ECONFIG,
+                 "%s: top_k and f1 score classes, but loss = %s takes f32 "
+                 "targets",
+                 lk_opt_where(o, lk_opt_bool(o, "f1") ? "f1" : "top_k"),
+                 seq_loss_name(&m->loss));
   if (rc == 0)
     rc = model_scores_init(host, o, m->classes, &m->scores);
   if (rc != 0) {
@@ -432,6 +461,8 @@ static int check_y(seq *m, const lk_batch *b, lk_batch *flat) {
   const lk_tensor *y = &b->y;
   size_t T = m->positions;
   *flat = *b;
+  if (!seq_loss_labels(&m->loss))
+    return seq_loss_check_y(m->host, &m->loss, b);
   if (m->lm) {
     char got[96];
     if (!y->data || y->dtype != LK_I32 || y->ndim != 2 ||
@@ -483,17 +514,16 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
     rc = layers_forward(m, b, training);
   if (rc != 0)
     return rc;
-  int n = (int)flat.size;
   double loss;
-  int correct;
-  if (lk_nn_crossentropy(m->nn, &loss, NULL, m->layers[m->n_layers - 1].y,
-                         flat.y.data, n, (int)m->classes, 1, &correct) != 0)
-    return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
+  rc = seq_loss_run(m->host, &m->loss, m->nn, m->layers[m->n_layers - 1].y,
+                    flat.y.data, flat.size, m->classes, 1, NULL, &loss, out);
+  if (rc != 0)
+    return rc;
   out->has_loss = true;
   out->loss = loss;
-  lk_result_metric(out, "acc", (double)correct / (double)n);
-  model_scores_batch(&m->scores, m->layers[m->n_layers - 1].y, &flat, !training,
-                     out);
+  if (seq_loss_labels(&m->loss))
+    model_scores_batch(&m->scores, m->layers[m->n_layers - 1].y, &flat,
+                       !training, out);
   if (training)
     m->ready = b->size;
   return 0;
@@ -546,7 +576,8 @@ static int predict_step(void *self, const lk_batch *batch, lk_tensor *out) {
     logits = m->grad[1];
   }
   if (rc == 0)
-    *out = model_output("logits", logits, b->size, m->classes);
+    *out = model_output(seq_loss_labels(&m->loss) ? "logits" : "y", logits,
+                        b->size, m->classes);
   return rc;
 }
 
@@ -586,9 +617,10 @@ static int backward(void *self, const lk_batch *b, double scale) {
   int rows = n * (int)m->positions;
   memset(d, 0, (size_t)rows * m->classes * sizeof *d);
   double loss;
-  if (lk_nn_crossentropy(m->nn, &loss, d, last->y, b->y.data, rows,
-                         (int)m->classes, (float)scale, NULL) != 0)
-    return lk_fail(m->host, LK_EPLUGIN, "cross-entropy: %s", lk_last_error());
+  rc = seq_loss_run(m->host, &m->loss, m->nn, last->y, b->y.data, (size_t)rows,
+                    m->classes, (float)scale, d, &loss, NULL);
+  if (rc != 0)
+    return rc;
   for (size_t i = m->n_layers; i-- > 0;) {
     seq_layer *sl = &m->layers[i];
     if (passes(sl))
@@ -646,12 +678,14 @@ static const lk_option options[] = {
     {"init", LK_OPT_PATH, "",
      "initial parameters: a FILE.safetensors holding every parameter by "
      "name (0.weight, 0.bias, ...: a torch nn.Sequential's "
-     "named_parameters(), F32 or F64; not its buffers), or a raw "
+     "named_parameters(), F32 or F64), and batch norm's buffers (its "
+     "state_dict(), read strictly) or none of them, or a raw "
      "little-endian f32 file of every parameter in order, each in torch's "
      "layout; empty: torch's init from the seed",
      NULL},
     SEQLR_OPTIONS,
     MODEL_SCORE_OPTIONS,
+    SEQ_LOSS_OPTIONS, /* last: config.ini keeps the others' order */
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_backward_ops backward_ops = {.backward = backward};
@@ -660,7 +694,8 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
         .name = "sequential",
         .summary =
             "a network of layers described in the config (conv2d, pools, "
-            "norms, activations, dropout, linear), softmax cross-entropy; "
+            "norms, activations, dropout, linear) and its loss "
+            "(cross-entropy, nll, bce, mse, l1, smooth_l1, huber); "
             "or schedulers one after the other, as torch's SequentialLR",
         .options = options, .create = create_either, .destroy = destroy_either,
         .step = &step_ops, .backward = &backward_ops,

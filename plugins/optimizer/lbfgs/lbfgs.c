@@ -196,6 +196,7 @@ static bool cpu_has_fma(void) {
 #define LB_F32 1 /* f32 with it */
 #define LB_SFX f32_hw
 #define LB_ATTR HW_FMA
+#include "bundled.h"
 #include "lbfgs_kernels.h"
 
 #define CALL(v, name, ...)                                                     \
@@ -865,19 +866,8 @@ static const lk_option options[] = {
      "none|strong_wolfe"},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_optimizer_ops optimizer_ops = {
-    .step = step, .get_lr = get_lr, .set_lr = set_lr};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
-    .abi_version = LK_ABI_VERSION,
-    .size = sizeof(lk_descriptor),
-    .name = "lbfgs",
-    .version = "1.0",
-    .summary = "limited-memory BFGS with optional strong-Wolfe line search, "
-               "as torch.optim.LBFGS",
-    .options = options,
-    .create = create,
-    .destroy = destroy,
-    .optimizer = &optimizer_ops,
-    .check_state = check_state,
-};
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
+    "lbfgs",
+    "limited-memory BFGS with optional strong-Wolfe line search, "
+    "as torch.optim.LBFGS",
+    destroy, check_state, .step = step, .get_lr = get_lr, .set_lr = set_lr);

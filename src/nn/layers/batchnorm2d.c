@@ -45,8 +45,8 @@ int lk__batchnorm_tensors(const lk_layer *l, lk_layer_tensor *t) {
   layer_tensor(&t[k], "running_var", LK_LAYER_BUFFER, LK_F32, 1, c, 0, 0, 0);
   t[k].checked = true, t[k].max = INFINITY;
   /* torch's is an int64; an f64 counts exactly to 2^53 */
-  layer_tensor(&t[++k], "num_batches_tracked", LK_LAYER_BUFFER, LK_F64, 0, 1, 0,
-               0, 0);
+  layer_tensor(&t[++k], "num_batches_tracked", LK_LAYER_BUFFER | LK_LAYER_COUNT,
+               LK_F64, 0, 1, 0, 0, 0);
   t[k].checked = t[k].integer = true, t[k].max = LK_STATE_MAX_COUNT;
   return k + 1;
 }
