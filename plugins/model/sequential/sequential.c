@@ -37,6 +37,7 @@
  * of layers, named apart from the model (scheduler = lrs:sequential). */
 #include <limits.h>
 
+#include <loopkit/layer.h>
 #include <loopkit/nn.h>
 
 #include "bundled.h"
@@ -45,35 +46,11 @@
 #include "sequential_lr.h"
 #include "sequential_spec.h"
 
-#define SEQ_DIMS LK_MAX_DIMS /* of one sample */
-
-typedef struct seq_layer {
-  seq_spec s;
-  int in_ndim, in[SEQ_DIMS], out_ndim, out[SEQ_DIMS];
-  size_t in_numel, out_numel;
-  size_t rows;  /* linear, layernorm: rows per sample */
-  bool grad_in; /* a layer before this one has parameters */
-  /* ReLU then max-pool run as max-pool then ReLU: the same values and the
-   * same gradients (max and ReLU commute; where a window's maximum is not
-   * positive both give it no gradient), on a quarter of the values for a
-   * 2 x 2 pool. pooled_relu: this ReLU is done by the pool after it;
-   * relu_after: this pool does the ReLU before it. */
-  bool pooled_relu, relu_after;
-  lk_nn_conv2d conv; /* n set per batch */
-  lk_nn_pool2d pool;
-  lk_tensor *w, *b;                /* parameters, or NULL */
-  lk_tensor *rmean, *rvar, *count; /* batch norm's state */
-  float *y;           /* [cap, out_numel]: the output (flatten: the input's) */
-  int32_t *argmax;    /* maxpool2d [cap, out_numel] */
-  uint8_t *mask;      /* dropout [cap, out_numel] */
-  float *mean, *rstd; /* batch norm [C]; layer norm [cap rows] */
-} seq_layer;
-
 typedef struct seq {
   seq_what what; /* SEQ_WHAT_MODEL (sequential_lr.h) */
   lk_host *host;
   lk_nn *nn;
-  char *text; /* the layers option, which the specs point into */
+  char *text; /* the layers option, which the layers' texts point into */
   size_t n_layers, classes, max_numel;
   bool tokens;      /* the samples are tokens, i32 [T], into an embedding */
   bool lm;          /* a target at every token: a language model */
@@ -87,33 +64,21 @@ typedef struct seq {
 } seq;
 
 static const char *kind_name(const seq_layer *l) {
-  return seq_kinds[l->s.kind].name;
+  return l->l.type->name;
 }
 
-/* "[32, 14, 14]" */
-static const char *dims(const int *d, int n, char *buf, size_t len) {
-  int used = snprintf(buf, len, "[");
-  for (int i = 0; i < n && used > 0 && (size_t)used < len; i++)
-    used +=
-        snprintf(buf + used, len - (size_t)used, "%s%d", i ? ", " : "", d[i]);
-  if (used > 0 && (size_t)used < len)
-    snprintf(buf + used, len - (size_t)used, "]");
-  return buf;
+/* Whether layer L computes nothing of its own: a view (flatten) or a layer
+ * whose work the next one does (a ReLU before a max-pool); its output is
+ * its input then. */
+static bool passes(const seq_layer *l) {
+  return (l->l.type->flags & LK_LAYER_VIEW) || l->l.done_by_next;
 }
 
 static void free_buffers(seq *m) {
   for (size_t i = 0; m->layers && i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
-      free(l->y);
-    free(l->argmax);
-    free(l->mask);
-    if (l->s.kind == SEQ_LAYERNORM) {
-      free(l->mean);
-      free(l->rstd);
-      l->mean = l->rstd = NULL;
-    }
-    l->y = NULL, l->argmax = NULL, l->mask = NULL;
+    if (!passes(&m->layers[i]))
+      free(m->layers[i].y);
+    m->layers[i].y = NULL;
   }
   free(m->grad[0]);
   free(m->grad[1]);
@@ -127,11 +92,7 @@ static void destroy(void *self) {
     return;
   free_buffers(m);
   for (size_t i = 0; m->layers && i < m->n_layers; i++)
-    if (m->layers[i].s.kind == SEQ_BATCHNORM2D ||
-        m->layers[i].s.kind == SEQ_BATCHNORM1D) {
-      free(m->layers[i].mean);
-      free(m->layers[i].rstd);
-    }
+    lk_layer_free(&m->layers[i].l);
   free(m->layers);
   free(m->text);
   lk_nn_free(m->nn);
@@ -151,261 +112,96 @@ static void destroy(void *self) {
  * kit's sizes are ints, and a batch multiplies them again. */
 #define SEQ_MAX_NUMEL ((size_t)1 << 30)
 
-/* The values of shape D [N] into *OUT, through lk_size_mul; false when
- * they do not fit a size_t. */
-static bool numel(const int *d, int n, size_t *out) {
+/* The values of shape S into *OUT, through lk_size_mul; false when they
+ * do not fit a size_t. */
+static bool numel(const lk_layer_shape *s, size_t *out) {
   size_t t = 1;
-  for (int i = 0; i < n; i++)
-    if (d[i] < 0 || !lk_size_mul(t, (size_t)d[i], &t))
+  for (int i = 0; i < s->ndim; i++)
+    if (s->d[i] < 0 || !lk_size_mul(t, (size_t)s->d[i], &t))
       return false;
   *out = t;
   return true;
 }
 
-/* A conv2d's output [out_channels, H', W'] or a pool's [C, H', W'] from
- * its input image (A in messages): the two share their geometry, but for
- * the stride, which a pool's window gives by default. */
-static int infer_window(lk_host *host, size_t i, seq_layer *l, const char *a) {
-  const seq_spec *s = &l->s;
-  bool conv = s->kind == SEQ_CONV2D;
-  const char *what = conv ? "kernel" : "window";
-  lk_nn_pool2d g = {.n = 1,
-                    .c = l->in[0],
-                    .h = l->in[1],
-                    .w = l->in[2],
-                    .kh = s->kh,
-                    .kw = s->kw,
-                    .stride_h = s->sh  ? s->sh
-                                : conv ? 1
-                                       : s->kh,
-                    .stride_w = s->sw  ? s->sw
-                                : conv ? 1
-                                       : s->kw,
-                    .pad_h = s->ph,
-                    .pad_w = s->pw};
-  if (!conv && (2 * s->ph > s->kh || 2 * s->pw > s->kw))
-    return SHAPE_FAIL(host, i, l,
-                      "padding %d x %d for a window of %d x %d: at most "
-                      "half the window (as torch requires)",
-                      s->ph, s->pw, s->kh, s->kw);
-  if (g.h + 2 * s->ph < s->kh || g.w + 2 * s->pw < s->kw)
-    return SHAPE_FAIL(host, i, l,
-                      "input %s, %s %d x %d with padding %d x %d: the %s is "
-                      "larger than the padded image",
-                      a, what, s->kh, s->kw, s->ph, s->pw, what);
-  int oh, ow, rc;
-  if (conv) { /* lk_nn_conv2d's fields in order: the pool's and oc */
-    l->conv =
-        (lk_nn_conv2d){g.n,  g.c,        g.h,        g.w,     s->out, g.kh,
-                       g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w};
-    rc = lk_nn_conv2d_size(&l->conv, &oh, &ow);
-  } else {
-    l->pool = g;
-    rc = lk_nn_pool2d_size(&l->pool, &oh, &ow);
-  }
-  if (rc != 0)
-    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-  l->out[0] = conv ? s->out : g.c, l->out[1] = oh, l->out[2] = ow;
-  return 0;
-}
-
-/* flatten's output: torch's start_dim and end_dim count the batch as 0. */
-static int infer_flatten(lk_host *host, size_t i, seq_layer *l, const char *a) {
-  const seq_spec *s = &l->s;
-  int nd = l->in_ndim + 1, st = s->start_dim, en = s->end_dim;
-  st = st < 0 ? st + nd : st;
-  en = en < 0 ? en + nd : en;
-  if (st < 0 || st >= nd || en < 0 || en >= nd)
-    return SHAPE_FAIL(host, i, l,
-                      "start_dim %d, end_dim %d for an input of %d "
-                      "dimensions with the batch (%s per sample)",
-                      s->start_dim, s->end_dim, nd, a);
-  if (st == 0)
-    return SHAPE_FAIL(host, i, l,
-                      "start_dim %d would merge the batch into the samples",
-                      s->start_dim);
-  if (en < st)
-    return SHAPE_FAIL(host, i, l, "end_dim %d is before start_dim %d",
-                      s->end_dim, s->start_dim);
-  /* the kit's shape function, on the sample's dimensions */
-  if (lk_nn_flatten(l->in, l->in_ndim, st - 1, en - 1, l->out, &l->out_ndim) !=
-      0)
-    return SHAPE_FAIL(host, i, l, "input %s: %s", a, lk_last_error());
-  return 0;
-}
-
-/* The output shape of layer I from its input shape (set in L->in). */
-static int infer(lk_host *host, size_t i, seq_layer *l) {
-  const seq_spec *s = &l->s;
+/* The output shape of layer I from its input shape IN, by its table. */
+static int infer(lk_host *host, size_t i, seq_layer *sl,
+                 const lk_layer_shape *in) {
   char a[64], b[64];
-  dims(l->in, l->in_ndim, a, sizeof a);
-  if (!numel(l->in, l->in_ndim, &l->in_numel) || l->in_numel > SEQ_MAX_NUMEL)
-    return SHAPE_FAIL(host, i, l,
+  size_t count = 0;
+  lk_layer_shape_text(in, a, sizeof a);
+  if (!numel(in, &count) || count > SEQ_MAX_NUMEL)
+    return SHAPE_FAIL(host, i, sl,
                       "input %s: too large (%zu values a sample, more than "
                       "2^30)",
-                      a, l->in_numel);
-  memcpy(l->out, l->in, sizeof l->in);
-  l->out_ndim = l->in_ndim;
-  const char *image = "an image [C, H, W] (the data's samples, or a conv2d's "
-                      "or a pool's output)";
-  switch (s->kind) {
-  case SEQ_CONV2D:
-  case SEQ_MAXPOOL2D:
-  case SEQ_AVGPOOL2D:
-  case SEQ_BATCHNORM2D:
-    if (l->in_ndim != 3)
-      return SHAPE_FAIL(host, i, l, "input %s; expected %s", a, image);
-    break;
-  case SEQ_BATCHNORM1D:
-    if (l->in_ndim != 1 && l->in_ndim != 2)
-      return SHAPE_FAIL(host, i, l, "input %s; expected [C] or [C, L]", a);
-    break;
-  default: break;
-  }
-  if (s->in && s->in != l->in[s->kind == SEQ_LINEAR || s->kind == SEQ_LAYERNORM
-                                  ? l->in_ndim - 1
-                                  : 0]) {
-    const char *what = s->kind == SEQ_CONV2D      ? "in_channels"
-                       : s->kind == SEQ_LINEAR    ? "in_features"
-                       : s->kind == SEQ_LAYERNORM ? "normalized_shape"
-                                                  : "num_features";
-    return SHAPE_FAIL(host, i, l, "%s = %d, but its input is %s", what, s->in,
-                      a);
-  }
-  int rc = 0;
-  switch (s->kind) {
-  case SEQ_CONV2D:
-  case SEQ_MAXPOOL2D:
-  case SEQ_AVGPOOL2D: rc = infer_window(host, i, l, a); break;
-  case SEQ_FLATTEN: rc = infer_flatten(host, i, l, a); break;
-  case SEQ_LINEAR:
-    l->out[l->in_ndim - 1] = s->out;
-    /* fallthrough */
-  case SEQ_LAYERNORM:
-    l->rows = l->in_numel / (size_t)l->in[l->in_ndim - 1];
-    break;
-  case SEQ_EMBEDDING: /* [T] tokens (check_tokens) to [T, embedding_dim] */
-    l->out[l->in_ndim] = s->out;
-    l->out_ndim = l->in_ndim + 1;
-    l->rows = l->in_numel;
-    break;
-  default: break;
-  }
-  if (rc != 0)
-    return rc;
-  if (!numel(l->out, l->out_ndim, &l->out_numel) ||
-      l->out_numel > SEQ_MAX_NUMEL)
-    return SHAPE_FAIL(host, i, l,
+                      a, count);
+  if (lk_layer_infer(&sl->l, 1, in) != 0)
+    return SHAPE_FAIL(host, i, sl, "%s", lk_last_error());
+  if (!numel(&sl->l.out, &count) || count > SEQ_MAX_NUMEL)
+    return SHAPE_FAIL(host, i, sl,
                       "input %s, output %s: too large (more than 2^30 "
                       "values)",
-                      a, dims(l->out, l->out_ndim, b, sizeof b));
+                      a, lk_layer_shape_text(&sl->l.out, b, sizeof b));
   return 0;
 }
 
-/* Parameters and state of layer I, named as torch's nn.Sequential names
- * them. */
-static int add_params(seq *m, size_t i, seq_layer *l) {
-  lk_host *host = m->host;
-  const seq_spec *s = &l->s;
-  char name[64];
-  size_t shape[4];
-  int rc = 0;
-  size_t c = (size_t)l->in[0];
-  switch (s->kind) {
-  case SEQ_CONV2D: /* weight [out, in, kh, kw]; linear's [out, in] */
-  case SEQ_LINEAR:
-    shape[0] = (size_t)s->out;
-    shape[1] = s->kind == SEQ_LINEAR ? (size_t)l->in[l->in_ndim - 1] : c;
-    shape[2] = (size_t)s->kh, shape[3] = (size_t)s->kw;
-    snprintf(name, sizeof name, "%zu.weight", i);
-    rc = lk_host_add_param(host, name, LK_F32, s->kind == SEQ_LINEAR ? 2 : 4,
-                           shape, &l->w);
-    if (rc == 0 && s->bias) {
-      snprintf(name, sizeof name, "%zu.bias", i);
-      rc = lk_host_add_param(host, name, LK_F32, 1, shape, &l->b);
-    }
-    return rc;
-  case SEQ_EMBEDDING:
-    shape[0] = (size_t)s->vocab, shape[1] = (size_t)s->out;
-    snprintf(name, sizeof name, "%zu.weight", i);
-    return lk_host_add_param(host, name, LK_F32, 2, shape, &l->w);
-  case SEQ_LAYERNORM:
-    c = (size_t)l->in[l->in_ndim - 1];
-    /* fallthrough */
-  case SEQ_BATCHNORM2D:
-  case SEQ_BATCHNORM1D:
-    if (s->bias) {
-      snprintf(name, sizeof name, "%zu.weight", i);
-      rc = lk_host_add_param(host, name, LK_F32, 1, &c, &l->w);
-      snprintf(name, sizeof name, "%zu.bias", i);
-      if (rc == 0)
-        rc = lk_host_add_param(host, name, LK_F32, 1, &c, &l->b);
-    }
-    if (rc != 0 || s->kind == SEQ_LAYERNORM)
+/* The parameters and buffers layer I's table declares, named as torch's
+ * nn.Sequential names them ("3.weight"), then what it keeps. */
+static int add_params(seq *m, size_t i, seq_layer *sl) {
+  lk_layer *l = &sl->l;
+  lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
+  int n = l->type->tensors ? l->type->tensors(l, t) : 0;
+  for (int k = 0; k < n; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "%zu.%.31s", i, t[k].name);
+    size_t nd = (size_t)t[k].ndim;
+    /* buffers go out and in by torch's names (lk_host_add_buffer) */
+    int rc =
+        t[k].flags & LK_LAYER_PARAM
+            ? lk_host_add_param(m->host, name, t[k].dtype, nd, t[k].shape,
+                                &l->t[k])
+            : lk_host_add_buffer(
+                  m->host, name, t[k].dtype, nd, t[k].shape,
+                  t[k].flags & LK_LAYER_COUNT ? LK_BUFFER_COUNT : 0, &l->t[k]);
+    if (rc != 0)
       return rc;
-    snprintf(name, sizeof name, "%zu.running_mean", i);
-    rc = lk_host_add_buffer(host, name, LK_F32, 1, &c, 0, &l->rmean);
-    snprintf(name, sizeof name, "%zu.running_var", i);
-    if (rc == 0)
-      rc = lk_host_add_buffer(host, name, LK_F32, 1, &c, 0, &l->rvar);
-    size_t one = 1;
-    snprintf(name, sizeof name, "%zu.num_batches_tracked", i);
-    if (rc == 0) /* torch's is an int64; an f64 counts exactly to 2^53 */
-      rc = lk_host_add_buffer(host, name, LK_F64, 0, &one, LK_BUFFER_COUNT,
-                              &l->count);
-    if (rc == 0 && (!(l->mean = malloc(c * sizeof(float))) ||
-                    !(l->rstd = malloc(c * sizeof(float)))))
-      rc = lk_fail(host, LK_ENOMEM, "out of memory");
-    if (rc == 0)
-      for (size_t k = 0; k < c; k++)
-        ((float *)l->rvar->data)[k] = 1;
-    return rc;
-  default: return 0;
+    l->n_t = k + 1;
   }
+  if (lk_layer_bind(l) != 0)
+    return lk_fail(m->host, LK_ENOMEM, "layer %zu (%s): %s", i, kind_name(sl),
+                   lk_last_error());
+  return 0;
 }
 
-/* fan_in of a layer's weight, as torch's _calculate_fan_in_and_fan_out. */
-static double fan_in(const seq_layer *l) {
-  return (double)(l->w->numel / l->w->shape[0]);
+/* Whether layer L has a parameter. */
+static bool has_params(const lk_layer *l) {
+  lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
+  int n = l->type->tensors ? l->type->tensors(l, t) : 0;
+  for (int k = 0; k < n; k++)
+    if (t[k].flags & LK_LAYER_PARAM)
+      return true;
+  return false;
 }
 
-/* torch's reset_parameters: conv2d and linear weights kaiming_uniform_(a =
- * sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), their biases the
- * same; the norms' weights 1 and biases 0; embedding's N(0, 1). In
- * parameter order. */
+/* torch's reset_parameters, layer by layer, from the run's generator in
+ * parameter order (each table's init). */
 static void torch_init(seq *m) {
   lk_rng *rng = lk_host_rng(m->host);
   for (size_t i = 0; i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    if (!l->w)
-      continue;
-    if (l->s.kind == SEQ_EMBEDDING) {
-      for (size_t k = 0; k < l->w->numel; k++)
-        ((float *)l->w->data)[k] = (float)lk_rng_normal(rng);
-      continue;
-    }
-    if (l->s.kind != SEQ_CONV2D && l->s.kind != SEQ_LINEAR) {
-      for (size_t k = 0; k < l->w->numel; k++)
-        ((float *)l->w->data)[k] = 1;
-      continue; /* the bias is zero already */
-    }
-    double bound = 1 / sqrt(fan_in(l));
-    lk_tensor *t[2] = {l->w, l->b};
-    for (int j = 0; j < 2; j++)
-      for (size_t k = 0; t[j] && k < t[j]->numel; k++)
-        ((float *)t[j]->data)[k] =
-            (float)((2 * lk_rng_uniform(rng) - 1) * bound);
+    lk_layer *l = &m->layers[i].l;
+    if (l->n_t && l->type->init)
+      l->type->init(l, rng);
   }
 }
 
 /* A classifier's output (loss cross_entropy or nll): [classes], or of a
- * language model [T, V]; SHAPE [ND] the last layer's. */
-static int check_classes(seq *m, const lk_sample_shape *sh, const int *shape,
-                         int nd) {
+ * language model [T, V]. */
+static int check_classes(seq *m, const lk_sample_shape *sh,
+                         const lk_layer_shape *out) {
   lk_host *host = m->host;
   seq_layer *last = &m->layers[m->n_layers - 1];
   char a[64];
-  dims(last->out, last->out_ndim, a, sizeof a);
+  int nd = out->ndim;
+  lk_layer_shape_text(out, a, sizeof a);
   char y[96];
   if (sh->n_classes == 0)
     return lk_fail(host, LK_ECONFIG,
@@ -414,22 +210,20 @@ static int check_classes(seq *m, const lk_sample_shape *sh, const int *shape,
                    "a regression loss (mse, l1, smooth_l1, huber) or "
                    "bce_with_logits takes f32 targets",
                    seq_loss_name(&m->loss), seq_loss_y_text(sh, y, sizeof y));
-  m->lm = m->tokens && sh->y_dtype == LK_I32 && sh->y_ndim == 1 &&
-          sh->y_shape[0] == sh->x_shape[0];
   m->positions = m->lm ? sh->x_shape[0] : 1;
   if (m->lm) {
     /* the next token at every position: [T, V] logits, V at least the
      * data's tokens (a vocabulary, as gpt's vocab_size) */
-    if (nd != 2 || (size_t)shape[0] != m->positions ||
-        (size_t)shape[1] < sh->n_classes)
+    if (nd != 2 || (size_t)out->d[0] != m->positions ||
+        (size_t)out->d[1] < sh->n_classes)
       return SHAPE_FAIL(host, m->n_layers - 1, last,
                         "output %s, but the data's targets are the next "
                         "token at each of %zu positions, up to %zu: the last "
                         "layer must give [%zu, V] with V >= %zu",
                         a, m->positions, sh->n_classes - 1, m->positions,
                         sh->n_classes);
-    m->classes = (size_t)shape[1];
-  } else if (nd != 1 || (size_t)shape[0] != sh->n_classes)
+    m->classes = (size_t)out->d[1];
+  } else if (nd != 1 || (size_t)out->d[0] != sh->n_classes)
     return SHAPE_FAIL(host, m->n_layers - 1, last,
                       "output %s, but the data has %zu classes: the last "
                       "layer must give [%zu]%s",
@@ -438,64 +232,64 @@ static int check_classes(seq *m, const lk_sample_shape *sh, const int *shape,
   else
     m->classes = sh->n_classes;
   return seq_loss_classes(host, &m->loss, m->classes);
+  return 0;
 }
 
 /* The network for the data's samples: each layer's shape, then the
  * parameters. */
 static int build(seq *m, const lk_sample_shape *sh) {
-  lk_host *host = m->host;
-  int shape[SEQ_DIMS], nd = (int)sh->x_ndim;
-  for (int d = 0; d < nd; d++)
-    shape[d] = (int)sh->x_shape[d];
+  lk_layer_shape shape = {.dtype = sh->x_dtype, .ndim = (int)sh->x_ndim};
+  for (int d = 0; d < shape.ndim; d++)
+    shape.d[d] = (int)sh->x_shape[d];
+  /* a language model's targets are its tokens: their range is the data's */
+  m->lm = m->tokens && sh->y_dtype == LK_I32 && sh->y_ndim == 1 &&
+          sh->y_shape[0] == sh->x_shape[0];
+  shape.tokens = m->lm ? sh->n_classes : 0;
   for (size_t i = 0; i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    memcpy(l->in, shape, sizeof shape);
-    l->in_ndim = nd;
-    int rc = infer(host, i, l);
+    seq_layer *sl = &m->layers[i];
+    int rc = infer(m->host, i, sl, &shape);
     if (rc != 0)
       return rc;
-    memcpy(shape, l->out, sizeof shape);
-    nd = l->out_ndim;
-    if (l->in_numel > m->max_numel)
-      m->max_numel = l->in_numel;
-    if (l->out_numel > m->max_numel)
-      m->max_numel = l->out_numel;
+    shape = sl->l.out;
+    if (sl->l.in_numel > m->max_numel)
+      m->max_numel = sl->l.in_numel;
+    if (sl->l.out_numel > m->max_numel)
+      m->max_numel = sl->l.out_numel;
   }
   m->positions = 1;                  /* a language model's: check_classes */
   int rc = seq_loss_labels(&m->loss) /* else loss.c's f32 targets */
-               ? check_classes(m, sh, shape, nd)
-               : seq_loss_shape(host, &m->loss, sh, shape, nd, &m->classes);
-  if (rc != 0)
-    return rc;
+               ? check_classes(m, sh, &shape)
+               : seq_loss_shape(m->host, &m->loss, sh, shape.d, shape.ndim,
+                                &m->classes);
   bool params_before = false;
-  for (size_t i = 0; i < m->n_layers; i++) {
-    rc = add_params(m, i, &m->layers[i]);
-    if (rc != 0)
-      return rc;
-    m->layers[i].grad_in = params_before;
-    params_before |= m->layers[i].w != NULL || m->layers[i].b != NULL;
-    if (i > 0 && m->layers[i].s.kind == SEQ_MAXPOOL2D &&
-        m->layers[i - 1].s.kind == SEQ_RELU)
-      m->layers[i - 1].pooled_relu = m->layers[i].relu_after = true;
+  for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
+    seq_layer *sl = &m->layers[i];
+    rc = add_params(m, i, sl);
+    sl->grad_in = params_before;
+    params_before |= has_params(&sl->l);
+    if (i > 0 && sl->l.type->fuse_prev &&
+        sl->l.type->fuse_prev(&sl->l, &m->layers[i - 1].l))
+      m->layers[i - 1].l.done_by_next = true;
   }
-  return 0;
+  return rc;
 }
 
-/* Token samples (i32 [T], as text's) go into an embedding, the first
- * layer, and nothing else takes them; BLOCK (the option block_size), when
- * not 0, is the length they must have: the model declares its context, as
- * gpt's block_size does, and text's block_size = auto takes it. */
+/* Token samples (i32 [T], as text's) go into a layer that takes tokens
+ * (embedding), the first, and nothing else takes them; BLOCK (the option
+ * block_size), when not 0, is the length they must have: the model
+ * declares its context, as gpt's block_size does, and text's block_size =
+ * auto takes it. */
 static int check_tokens(seq *m, const lk_sample_shape *sh, int64_t block) {
   char got[LK_MAX_DIMS * 22 + 8];
   model_sample_text(sh, got, sizeof got);
   m->tokens = sh->x_dtype == LK_I32 && sh->x_ndim == 1;
-  if (m->tokens && m->layers[0].s.kind != SEQ_EMBEDDING)
+  if (m->tokens && !(m->layers[0].l.type->flags & LK_LAYER_TOKENS))
     return lk_fail(m->host, LK_ECONFIG,
                    "layers: the data's samples are tokens, %s: the first "
                    "layer must be embedding(num_embeddings, embedding_dim)",
                    got);
   for (size_t i = 0; i < m->n_layers; i++)
-    if (m->layers[i].s.kind == SEQ_EMBEDDING && (i > 0 || !m->tokens))
+    if ((m->layers[i].l.type->flags & LK_LAYER_TOKENS) && (i > 0 || !m->tokens))
       return SHAPE_FAIL(m->host, i, &m->layers[i],
                         "takes tokens, i32 [T], as the first layer; %s",
                         i > 0 ? "it is not the first"
@@ -510,20 +304,13 @@ static int check_tokens(seq *m, const lk_sample_shape *sh, int64_t block) {
                    "block_size = %lld, but the data's samples are %zu tokens "
                    "long (the data's block_size)",
                    (long long)block, sh->x_shape[0]);
-  /* a language model's targets are its tokens: their range is the data's */
-  const seq_spec *e = &m->layers[0].s;
-  if (m->tokens && sh->n_classes > (size_t)e->vocab && sh->y_dtype == LK_I32 &&
-      sh->y_ndim == 1 && sh->y_shape[0] == sh->x_shape[0])
-    return SHAPE_FAIL(m->host, (size_t)0, &m->layers[0],
-                      "num_embeddings = %d, but the data's tokens go up to "
-                      "%zu",
-                      e->vocab, sh->n_classes - 1);
   return 0;
 }
 
-static int create(lk_host *host, const lk_options *o, void **self) {
-  lk_sample_shape sh;
-  int rc = lk_host_data_shape(host, &sh);
+/* The data's sample shape, which the network sizes itself from, or a
+ * message: f32 of 1 to 3 dimensions, or tokens. */
+static int data_shape(lk_host *host, lk_sample_shape *sh) {
+  int rc = lk_host_data_shape(host, sh);
   if (rc == LK_ENOTFOUND)
     return lk_fail(host, LK_ECONFIG,
                    "sizes itself from the data's sample shape: [plugins] "
@@ -535,32 +322,34 @@ static int create(lk_host *host, const lk_options *o, void **self) {
                    "sizes itself from the data's sample shape: %s",
                    lk_last_error());
   char got[LK_MAX_DIMS * 22 + 8];
-  model_sample_text(&sh, got, sizeof got);
-  if ((sh.x_dtype != LK_F32 || sh.x_ndim < 1 || sh.x_ndim > 3) &&
-      (sh.x_dtype != LK_I32 || sh.x_ndim != 1))
+  model_sample_text(sh, got, sizeof got);
+  if ((sh->x_dtype != LK_F32 || sh->x_ndim < 1 || sh->x_ndim > 3) &&
+      (sh->x_dtype != LK_I32 || sh->x_ndim != 1))
     return lk_fail(host, LK_ECONFIG,
                    "the data's samples are %s; expected f32 with 1 to 3 "
                    "dimensions, or tokens i32 [T] for an embedding",
                    got);
-  for (size_t i = 0; i < sh.x_ndim; i++)
-    if (sh.x_shape[i] > (1u << 24))
+  for (size_t i = 0; i < sh->x_ndim; i++)
+    if (sh->x_shape[i] > (1u << 24))
       return lk_fail(host, LK_ECONFIG,
                      "the data's samples are %s: dimension %zu is %zu, more "
                      "than 2^24",
-                     got, i, sh.x_shape[i]);
+                     got, i, sh->x_shape[i]);
+  return 0;
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  lk_sample_shape sh;
+  int rc = data_shape(host, &sh);
+  if (rc != 0)
+    return rc;
   seq *m = calloc(1, sizeof *m);
   if (!m)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   m->host = host;
-  seq_spec *specs = NULL;
   rc = (m->text = strdup(lk_opt_string(o, "layers")))
-           ? seq_parse(host, m->text, &specs, &m->n_layers)
+           ? seq_parse(host, m->text, &m->layers, &m->n_layers)
            : lk_fail(host, LK_ENOMEM, "out of memory");
-  if (rc == 0 && !(m->layers = calloc(m->n_layers, sizeof *m->layers)))
-    rc = lk_fail(host, LK_ENOMEM, "out of memory");
-  for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
-    m->layers[i].s = specs[i];
-  free(specs);
   if (rc == 0)
     rc = seq_loss_init(host, o, &m->loss);
   if (rc == 0)
@@ -592,18 +381,21 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   return 0;
 }
 
-/* Batch norm's counts and variances, as a checkpoint restored them. */
+/* The buffers a checkpoint restored, as their tables bound them (batch
+ * norm's counts and variances). */
 static int check_state(void *self) {
   seq *m = self;
   for (size_t i = 0; i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    if (!l->rvar)
-      continue;
-    int rc = lk_state_check(m->host, l->rvar, 0, INFINITY, false);
-    if (rc == 0)
-      rc = lk_state_check(m->host, l->count, 0, LK_STATE_MAX_COUNT, true);
-    if (rc != 0)
-      return rc;
+    lk_layer *l = &m->layers[i].l;
+    lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
+    int n = l->type->tensors ? l->type->tensors(l, t) : 0;
+    for (int k = 0; k < n && k < l->n_t; k++) {
+      int rc = t[k].checked ? lk_state_check(m->host, l->t[k], t[k].min,
+                                             t[k].max, t[k].integer)
+                            : 0;
+      if (rc != 0)
+        return rc;
+    }
   }
   return 0;
 }
@@ -625,18 +417,11 @@ static int reserve(seq *m, size_t n) {
   free_buffers(m);
   bool ok = true;
   for (size_t i = 0; i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    size_t count = n * l->out_numel; /* <= most */
-    /* flatten's and a pooled ReLU's are their input's (forward) */
-    if (l->s.kind != SEQ_FLATTEN && !l->pooled_relu)
-      ok = (l->y = model_alloc(n, l->out_numel)) && ok;
-    if (l->s.kind == SEQ_MAXPOOL2D)
-      ok = (l->argmax = malloc(count * sizeof *l->argmax)) && ok;
-    if (l->s.kind == SEQ_DROPOUT)
-      ok = (l->mask = malloc(count)) && ok;
-    if (l->s.kind == SEQ_LAYERNORM)
-      ok = (l->mean = malloc(n * l->rows * sizeof(float))) &&
-           (l->rstd = malloc(n * l->rows * sizeof(float))) && ok;
+    seq_layer *sl = &m->layers[i];
+    /* a view's output and a fused layer's are their input (forward) */
+    if (!passes(sl))
+      ok = (sl->y = model_alloc(n, sl->l.out_numel)) && ok;
+    ok = lk_layer_reserve(&sl->l, n) == 0 && ok;
   }
   for (int k = 0; k < 2; k++)
     ok = (m->grad[k] = model_alloc(n, m->max_numel)) && ok;
@@ -655,123 +440,10 @@ static int kit_failed(seq *m, size_t i, const seq_layer *l) {
                  lk_last_error());
 }
 
-/* Layer L of a batch of N from X into l->y. */
-static int layer_forward(seq *m, seq_layer *l, const float *x, int n,
-                         bool training) {
-  lk_nn *nn = m->nn;
-  const seq_spec *s = &l->s;
-  size_t count = (size_t)n * l->out_numel;
-  const float *w = l->w ? l->w->data : NULL, *b = l->b ? l->b->data : NULL;
-  switch (s->kind) {
-  case SEQ_CONV2D:
-    l->conv.n = n;
-    return lk_nn_conv2d_forward(nn, &l->conv, l->y, x, w, b);
-  case SEQ_MAXPOOL2D: {
-    l->pool.n = n;
-    int rc = lk_nn_maxpool2d_forward(nn, &l->pool, l->y, l->argmax, x);
-    return rc == 0 && l->relu_after ? lk_nn_relu_forward(nn, l->y, l->y, count)
-                                    : rc;
-  }
-  case SEQ_AVGPOOL2D:
-    l->pool.n = n;
-    return lk_nn_avgpool2d_forward(nn, &l->pool, l->y, x);
-  case SEQ_BATCHNORM2D:
-  case SEQ_BATCHNORM1D: {
-    int c = l->in[0], hw = l->in_ndim == 1 ? 1 : (int)(l->in_numel / (size_t)c);
-    int rc = lk_nn_batchnorm_forward(
-        nn, l->y, l->mean, l->rstd, x, w, b, l->rmean->data, l->rvar->data, n,
-        c, hw, training, (float)s->momentum, (float)s->eps);
-    if (rc == 0 && training)
-      *(double *)l->count->data += 1;
-    return rc;
-  }
-  case SEQ_LAYERNORM:
-    return lk_nn_layernorm_forward(nn, l->y, l->mean, l->rstd, x, w, b,
-                                   n * (int)l->rows, l->in[l->in_ndim - 1],
-                                   (float)s->eps);
-  case SEQ_RELU:
-    if (l->pooled_relu) { /* the pool after it does it */
-      l->y = (float *)x;
-      return 0;
-    }
-    return lk_nn_relu_forward(nn, l->y, x, count);
-  case SEQ_GELU: return lk_nn_gelu_forward(nn, l->y, x, count);
-  case SEQ_TANH: return lk_nn_tanh_forward(nn, l->y, x, count);
-  case SEQ_SIGMOID: return lk_nn_sigmoid_forward(nn, l->y, x, count);
-  case SEQ_DROPOUT:
-    return lk_nn_dropout_forward(nn, l->y, l->mask, x, count, (float)s->p,
-                                 training, lk_host_rng(m->host));
-  case SEQ_FLATTEN: /* the same memory, another shape */
-    l->y = (float *)x;
-    return 0;
-  case SEQ_LINEAR:
-    return lk_nn_linear_forward(nn, l->y, x, w, b, n * (int)l->rows,
-                                l->in[l->in_ndim - 1], s->out);
-  case SEQ_EMBEDDING: /* X is the batch's tokens */
-    return lk_nn_embedding_forward(nn, l->y, (const int32_t *)(const void *)x,
-                                   w, n * (int)l->rows, s->vocab, s->out);
-  default: return LK_EINVAL;
-  }
-}
-
-/* Layer L's backward for a batch of N: DINP [n, in_numel] += the gradient
- * through it (NULL: not needed), its parameters' gradients += theirs
- * (scaled already: DOUT holds d(scale loss)/d(output)). X is its input. */
-static int layer_backward(seq *m, seq_layer *l, float *dinp, const float *dout,
-                          const float *x, int n) {
-  lk_nn *nn = m->nn;
-  const seq_spec *s = &l->s;
-  size_t count = (size_t)n * l->out_numel;
-  const float *w = l->w ? l->w->data : NULL;
-  float *dw = l->w ? l->w->grad : NULL, *db = l->b ? l->b->grad : NULL;
-  switch (s->kind) {
-  case SEQ_CONV2D:
-    l->conv.n = n;
-    return lk_nn_conv2d_backward(nn, &l->conv, dinp, dw, db, dout, x, w);
-  case SEQ_MAXPOOL2D:
-    l->pool.n = n;
-    return dinp ? lk_nn_maxpool2d_backward(nn, &l->pool, dinp, dout, l->argmax)
-                : 0;
-  case SEQ_AVGPOOL2D:
-    l->pool.n = n;
-    return dinp ? lk_nn_avgpool2d_backward(nn, &l->pool, dinp, dout) : 0;
-  case SEQ_BATCHNORM2D:
-  case SEQ_BATCHNORM1D: {
-    int c = l->in[0], hw = l->in_ndim == 1 ? 1 : (int)(l->in_numel / (size_t)c);
-    return lk_nn_batchnorm_backward(nn, dinp, dw, db, dout, x, w, l->mean,
-                                    l->rstd, n, c, hw, true);
-  }
-  case SEQ_LAYERNORM:
-    return lk_nn_layernorm_backward(nn, dinp, dw, db, dout, x, w, l->mean,
-                                    l->rstd, n * (int)l->rows,
-                                    l->in[l->in_ndim - 1]);
-  case SEQ_RELU:
-    return dinp ? lk_nn_relu_backward(nn, dinp, dout, l->y, count) : 0;
-  case SEQ_GELU:
-    return dinp ? lk_nn_gelu_backward(nn, dinp, dout, x, count) : 0;
-  case SEQ_TANH:
-    return dinp ? lk_nn_tanh_backward(nn, dinp, dout, l->y, count) : 0;
-  case SEQ_SIGMOID:
-    return dinp ? lk_nn_sigmoid_backward(nn, dinp, dout, l->y, count) : 0;
-  case SEQ_DROPOUT:
-    return dinp ? lk_nn_dropout_backward(nn, dinp, dout, l->mask, count,
-                                         (float)s->p, true)
-                : 0;
-  case SEQ_LINEAR:
-    return lk_nn_linear_backward(nn, dinp, dw, db, dout, x, w, n * (int)l->rows,
-                                 l->in[l->in_ndim - 1], s->out);
-  case SEQ_EMBEDDING: /* the first layer: no input gradient */
-    return lk_nn_embedding_backward(nn, dw, dout,
-                                    (const int32_t *)(const void *)x,
-                                    n * (int)l->rows, s->vocab, s->out);
-  default: return LK_EINVAL;
-  }
-}
-
 /* x: f32 samples, or i32 [B, T] tokens. */
 static int check_x(seq *m, const lk_batch *b) {
   const lk_tensor *x = &b->x;
-  size_t T = m->layers[0].in_numel;
+  size_t T = m->layers[0].l.in_numel;
   if (!m->tokens)
     return model_check_x(m->host, b, T);
   if (b->size >= 1 && x->data && x->dtype == LK_I32 && x->ndim == 2 &&
@@ -817,11 +489,17 @@ static int layers_forward(seq *m, const lk_batch *b, bool training) {
     return rc;
   int n = (int)b->size;
   const float *x = b->x.data;
+  lk_rng *rng = lk_host_rng(m->host);
   for (size_t i = 0; i < m->n_layers; i++) {
-    seq_layer *l = &m->layers[i];
-    if (layer_forward(m, l, x, n, training) != 0)
-      return kit_failed(m, i, l);
-    x = l->y;
+    seq_layer *sl = &m->layers[i];
+    if (passes(sl)) { /* the same memory, another shape */
+      sl->y = (float *)x;
+      continue;
+    }
+    const float *in[1] = {x};
+    if (sl->l.type->forward(&sl->l, m->nn, sl->y, in, n, training, rng) != 0)
+      return kit_failed(m, i, sl);
+    x = sl->y;
   }
   return 0;
 }
@@ -857,7 +535,7 @@ static int forward(seq *m, const lk_batch *b, lk_step_result *out,
  * refused: the net was built for its length. */
 static int crop(seq *m, const lk_batch *b, lk_batch *cropped) {
   const lk_tensor *x = &b->x;
-  size_t T = m->layers[0].in_numel;
+  size_t T = m->layers[0].l.in_numel;
   *cropped = *b;
   if (!m->tokens || !x->data || x->dtype != LK_I32 || x->ndim != 2 ||
       x->shape[0] != b->size || x->shape[1] == T)
@@ -944,30 +622,21 @@ static int backward(void *self, const lk_batch *b, double scale) {
   if (rc != 0)
     return rc;
   for (size_t i = m->n_layers; i-- > 0;) {
-    seq_layer *l = &m->layers[i];
-    if (l->s.kind == SEQ_FLATTEN || l->pooled_relu)
-      continue; /* the same gradient, another shape; done by the pool */
-    const float *x = i ? m->layers[i - 1].y : b->x.data;
-    if (l->relu_after && l->grad_in) { /* the ReLU's backward first */
-      size_t count = (size_t)n * l->out_numel;
-      memset(spare, 0, count * sizeof *spare);
-      if (lk_nn_relu_backward(m->nn, spare, d, l->y, count) != 0)
-        return kit_failed(m, i - 1, &m->layers[i - 1]);
-      float *t = d;
-      d = spare;
-      spare = t;
+    seq_layer *sl = &m->layers[i];
+    if (passes(sl))
+      continue; /* the same gradient, another shape; done by the next */
+    const float *x[1] = {i ? m->layers[i - 1].y : b->x.data};
+    float *dinp[1] = {NULL};
+    if (sl->grad_in) {
+      dinp[0] = spare;
+      memset(spare, 0, (size_t)n * sl->l.in_numel * sizeof *spare);
     }
-    float *dinp = NULL;
-    if (l->grad_in) {
-      dinp = spare;
-      memset(dinp, 0, (size_t)n * l->in_numel * sizeof *dinp);
-    }
-    if (layer_backward(m, l, dinp, d, x, n) != 0)
-      return kit_failed(m, i, l);
-    if (!dinp)
+    if (sl->l.type->backward(&sl->l, m->nn, dinp, d, x, sl->y, n) != 0)
+      return kit_failed(m, i, sl);
+    if (!dinp[0])
       break; /* no layer before has parameters */
     spare = d;
-    d = dinp;
+    d = dinp[0];
   }
   return 0;
 }

@@ -1,0 +1,75 @@
+/* Embedding: torch.nn.Embedding(num_embeddings, embedding_dim): tokens
+ * i32 [T] to [T, embedding_dim], the first layer only; weight N(0, 1) as
+ * torch's reset_parameters. */
+#include "layers.h"
+
+enum { VOCAB, DIM };
+
+static const lk_layer_arg args[] = {
+    {"num_embeddings", LK_LAYER_INT,
+     LK_LAYER_ARG_POSITIONAL | LK_LAYER_ARG_REQUIRED, NULL, 1, LAYER_SIZE_MAX,
+     NULL, "the tokens it knows, 0 to num_embeddings - 1"},
+    {"embedding_dim", LK_LAYER_INT,
+     LK_LAYER_ARG_POSITIONAL | LK_LAYER_ARG_REQUIRED, NULL, 1, LAYER_SIZE_MAX,
+     NULL, "the size of a token's vector"},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
+                 lk_layer_shape *out) {
+  (void)n_in;
+  char a[64];
+  if (in->dtype != LK_I32)
+    return lk__err(LK_ECONFIG, "input %s: expected tokens, i32 [T]",
+                   lk_layer_shape_text(&l->in, a, sizeof a));
+  if (in->tokens > (size_t)l->args[VOCAB].i)
+    return lk__err(LK_ECONFIG,
+                   "num_embeddings = %d, but the data's tokens go up to %zu",
+                   l->args[VOCAB].i, in->tokens - 1);
+  out->dtype = LK_F32;
+  out->tokens = 0;
+  out->d[l->in.ndim] = l->args[DIM].i;
+  out->ndim = l->in.ndim + 1;
+  return 0;
+}
+
+static int tensors(const lk_layer *l, lk_layer_tensor *t) {
+  layer_tensor(&t[0], "weight", LK_LAYER_PARAM, LK_F32, 2,
+               (size_t)l->args[VOCAB].i, (size_t)l->args[DIM].i, 0, 0);
+  return 1;
+}
+
+static void init(lk_layer *l, lk_rng *rng) {
+  for (size_t k = 0; k < l->t[0]->numel; k++)
+    ((float *)l->t[0]->data)[k] = (float)lk_rng_normal(rng);
+}
+
+static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
+                   int n, bool training, lk_rng *rng) {
+  (void)training, (void)rng;
+  return lk_nn_embedding_forward(nn, y, (const int32_t *)(const void *)x[0],
+                                 layer_data(l, 0), n * (int)l->in_numel,
+                                 l->args[VOCAB].i, l->args[DIM].i);
+}
+
+/* the first layer: no input gradient */
+static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
+                    const float *const *x, const float *y, int n) {
+  (void)dx, (void)y;
+  return lk_nn_embedding_backward(
+      nn, layer_grad(l, 0), dy, (const int32_t *)(const void *)x[0],
+      n * (int)l->in_numel, l->args[VOCAB].i, l->args[DIM].i);
+}
+
+const lk_layer_type lk__layer_embedding = {.size = LK_LAYER_TYPE_SIZE,
+                                           .name = "embedding",
+                                           .summary =
+                                               "a learnt vector per token",
+                                           .args = args,
+                                           .flags = LK_LAYER_TOKENS,
+                                           .min_inputs = 1,
+                                           .max_inputs = 1,
+                                           .infer = infer,
+                                           .tensors = tensors,
+                                           .init = init,
+                                           .forward = forward,
+                                           .backward = backward};
