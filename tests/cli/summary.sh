@@ -67,6 +67,26 @@ check "... and the rows add up to it" test "$(params "$T/g.out")" = 834304
 check "--set reshapes the model: 2 blocks, 20 rows" \
   sh -c "test \"\$(grep -Ec '^ +[0-9]+ ' '$T/g2.out')\" = 20"
 
+# ---- sequential declares every layer ----------------------------------------
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  "$LOOPKIT" summary "$E/fashion-mnist-cnn.ini" \
+    --set 'sequential.layers=conv2d(8, 3, padding=1), batchnorm2d, relu, maxpool2d(2), flatten, linear(10)' \
+    >"$T/s.out" 2>&1
+  check "sequential: a row per layer, torch's index as its name, its type and output shape" \
+    sh -c "grep -Eq '^ +0 +0 +conv2d +\[8, 28, 28\] +80 +0$' '$T/s.out' &&
+      grep -Eq '^ +3 +3 +maxpool2d +\[8, 14, 14\] +0 +0$' '$T/s.out' &&
+      grep -Eq '^ +4 +4 +flatten +\[1568\] +0 +0$' '$T/s.out' &&
+      grep -Eq '^ +5 +5 +linear +\[10\] +15690 +0$' '$T/s.out'"
+  # batch norm: weight, bias; running_mean, running_var, num_batches_tracked;
+  # activations: 3 x 8x28x28 (conv, norm, relu) + 2 x 1568 (pool, flatten) + 10
+  check "... batch norm's parameters and buffers (running statistics and the count)" \
+    grep -Eq '^ +1 +1 +batchnorm2d +\[8, 28, 28\] +16 +17$' "$T/s.out"
+  check "... the totals" \
+    grep -q '^15,786 parameters (all trainable, 61.7 KiB), 17 buffer values, activations 21,962 values (85.8 KiB) a sample$' "$T/s.out"
+else
+  ok "# SKIP sequential's summary: dataset-fashion-mnist is not installed"
+fi
+
 # ---- a model that declares nothing: rows by its tensors' names ---------------
 "$LOOPKIT" summary "$E/rosenbrock.ini" >"$T/r.out" 2>&1
 check "a model that declares no layers: rows by name, and it is said" \

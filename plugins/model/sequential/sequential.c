@@ -150,6 +150,16 @@ static int add_params(seq *m, size_t i, seq_layer *sl) {
   lk_layer *l = &sl->l;
   lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
   int n = l->type->tensors ? l->type->tensors(l, t) : 0;
+  /* the layer itself, for loopkit summary: "3", its type, its output */
+  char at[24];
+  size_t out[LK_MAX_DIMS];
+  for (int d = 0; d < l->out.ndim; d++)
+    out[d] = (size_t)l->out.d[d];
+  snprintf(at, sizeof at, "%zu", i);
+  int declared =
+      lk_host_add_layer(m->host, at, l->type->name, (size_t)l->out.ndim, out);
+  if (declared != 0)
+    return declared;
   for (int k = 0; k < n; k++) {
     char name[64];
     snprintf(name, sizeof name, "%zu.%.31s", i, t[k].name);
