@@ -163,9 +163,8 @@ static const lk_callback_ops callback_ops = {
     .on_train_end = on_train_end,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "early_stopping",
-        .summary = "stops training when a monitored metric stops improving, as "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("early_stopping",
+                   "stops training when a monitored metric stops improving, as "
                    "Lightning's EarlyStopping",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+                   destroy, check_state, .callback = &callback_ops);

@@ -193,9 +193,8 @@ static const lk_callback_ops callback_ops = {
     .on_validation_start = on_validation_start,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "ema",
-        .summary = "exponential moving average of the weights, used for "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("ema",
+                   "exponential moving average of the weights, used for "
                    "validation and applied at the end",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+                   destroy, check_state, .callback = &callback_ops);

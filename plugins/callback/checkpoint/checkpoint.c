@@ -411,9 +411,8 @@ static const lk_callback_ops callback_ops = {
     .on_train_end = on_train_end,
 };
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "checkpoint",
-        .summary = "keeps the best checkpoints by a monitored metric and "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("checkpoint",
+                   "keeps the best checkpoints by a monitored metric and "
                    "best.ckpt, as Lightning's ModelCheckpoint",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+                   destroy, check_state, .callback = &callback_ops);
