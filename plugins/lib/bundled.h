@@ -3,8 +3,9 @@
  * its exported descriptor with BUNDLED_DESCRIPTOR(.name = "NAME",
  * .summary = "...", ...), the fields that are its own; one with options
  * with BUNDLED_PLUGIN, which names its option table and create as every
- * such plugin does; an optimizer or a scheduler with BUNDLED_OPTIMIZER or
- * BUNDLED_SCHEDULER, which name its kind (tests/cli/structure.sh reads a
+ * such plugin does; an optimizer, a callback or a scheduler with
+ * BUNDLED_OPTIMIZER, BUNDLED_CALLBACK or BUNDLED_SCHEDULER, which name its
+ * kind (tests/cli/structure.sh reads a
  * source's kinds from these words as from a .optimizer = &... of its own). */
 #ifndef LOOPKIT_PLUGINS_BUNDLED_H
 #define LOOPKIT_PLUGINS_BUNDLED_H
@@ -31,6 +32,12 @@
 #define BUNDLED_OPTIMIZER(NAME, SUMMARY, DESTROY, CHECK, ...)                  \
   BUNDLED_PLUGIN(NAME, SUMMARY, DESTROY, CHECK,                                \
                  .optimizer = &(const lk_optimizer_ops){__VA_ARGS__})
+
+/* The same for a callback, given its hooks (.on_train_end = on_train_end,
+ * ...). */
+#define BUNDLED_CALLBACK(NAME, SUMMARY, DESTROY, CHECK, ...)                   \
+  BUNDLED_PLUGIN(NAME, SUMMARY, DESTROY, CHECK,                                \
+                 .callback = &(const lk_callback_ops){__VA_ARGS__})
 
 /* The same for a scheduler; OPS points to its scheduler's entries. */
 #define BUNDLED_SCHEDULER(NAME, SUMMARY, DESTROY, CHECK, OPS)                  \
