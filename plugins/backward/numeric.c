@@ -64,9 +64,8 @@ static const lk_option options[] = {{NULL, 0, NULL, NULL, NULL}};
 
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "numeric",
-        .summary = "backward by central differences of the step's loss (slow: "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("numeric",
+                   "backward by central differences of the step's loss (slow: "
                    "two forwards per parameter element)",
-        .options = options, .create = create, .destroy = destroy,
-        .backward = &backward_ops);
+                   destroy, NULL, .backward = &backward_ops);

@@ -15,12 +15,15 @@
 #include "monitor.h"
 
 typedef struct early_stopping {
+  monitor m; /* first: monitor_on_validation_end and the like find it */
   lk_host *host;
-  monitor m;
   int64_t patience;
   bool check_finite;
   lk_tensor *best, *has_best, *wait, *checks; /* f64[1] each */
 } early_stopping;
+
+/* The monitor's check (monitor.h), below. */
+static int check(void *self, const lk_step_result *val);
 
 static void destroy(void *self) {
   early_stopping *s = self;
@@ -42,7 +45,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   if (!s)
     return lk_fail(host, LK_ENOMEM, "out of memory");
   s->host = host;
-  if ((rc = monitor_init(&s->m, host, o)) != 0) {
+  if ((rc = monitor_init(&s->m, host, o, check)) != 0) {
     free(s);
     return rc;
   }
@@ -74,7 +77,8 @@ static unsigned long long epoch_now(lk_host *host) {
   return (unsigned long long)epoch;
 }
 
-static int check(early_stopping *s, const lk_step_result *val) {
+static int check(void *self, const lk_step_result *val) {
+  early_stopping *s = self;
   double current;
   int rc = monitor_read(&s->m, s->host, val, &current);
   if (rc != 0)
@@ -129,17 +133,6 @@ static int check_state(void *self) {
   return rc;
 }
 
-static int on_validation_end(void *self, const lk_step_result *result) {
-  early_stopping *s = self;
-  return s->m.at_validation ? check(s, result) : 0;
-}
-
-static int on_train_epoch_end(void *self, uint64_t epoch) {
-  early_stopping *s = self;
-  (void)epoch;
-  return s->m.at_validation ? 0 : check(s, NULL);
-}
-
 static int on_train_end(void *self) {
   early_stopping *s = self;
   monitor_warn_unchecked(&s->m, s->host, get(s->checks) > 0);
@@ -157,15 +150,10 @@ static const lk_option options[] = {
      "stop at once when the monitor is NaN or infinite", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_callback_ops callback_ops = {
-    .on_validation_end = on_validation_end,
-    .on_train_epoch_end = on_train_epoch_end,
-    .on_train_end = on_train_end,
-};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "early_stopping",
-        .summary = "stops training when a monitored metric stops improving, as "
-                   "Lightning's EarlyStopping",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_CALLBACK(
+    "early_stopping",
+    "stops training when a monitored metric stops improving, as "
+    "Lightning's EarlyStopping",
+    destroy, check_state, .on_validation_end = monitor_on_validation_end,
+    .on_train_epoch_end = monitor_on_train_epoch_end,
+    .on_train_end = on_train_end);

@@ -185,17 +185,11 @@ static const lk_option options[] = {
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_callback_ops callback_ops = {
-    .on_train_start = on_train_start,
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_CALLBACK(
+    "ema",
+    "exponential moving average of the weights, used for "
+    "validation and applied at the end",
+    destroy, check_state, .on_train_start = on_train_start,
     .on_after_optimizer_step = on_after_optimizer_step,
-    .on_validation_end = on_validation_end,
-    .on_train_end = on_train_end,
-    .on_validation_start = on_validation_start,
-};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "ema",
-        .summary = "exponential moving average of the weights, used for "
-                   "validation and applied at the end",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+    .on_validation_end = on_validation_end, .on_train_end = on_train_end,
+    .on_validation_start = on_validation_start);

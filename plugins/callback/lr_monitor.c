@@ -81,13 +81,8 @@ static const lk_option options[] = {
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_callback_ops callback_ops = {
-    .on_train_batch_end = on_train_batch_end,
-};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "lr_monitor",
-        .summary = "logs the learning rate to metrics.csv, as Lightning's "
-                   "LearningRateMonitor",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_CALLBACK("lr_monitor",
+                     "logs the learning rate to metrics.csv, as Lightning's "
+                     "LearningRateMonitor",
+                     destroy, NULL, .on_train_batch_end = on_train_batch_end);

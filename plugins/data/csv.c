@@ -364,8 +364,5 @@ static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
-    BUNDLED_DESCRIPTOR(.name = "csv",
-                       .summary =
-                           "numeric CSV files: features and a label column",
-                       .options = options, .create = create,
-                       .destroy = data_destroy, .data = &data_ops);
+    BUNDLED_PLUGIN("csv", "numeric CSV files: features and a label column",
+                   data_destroy, NULL, .data = &data_ops);

@@ -266,8 +266,6 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = data_batch, .shape = data_shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "idx",
-        .summary = "MNIST-layout IDX image files (Fashion-MNIST), gzip or not",
-        .options = options, .create = create, .destroy = data_destroy,
-        .data = &data_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "idx", "MNIST-layout IDX image files (Fashion-MNIST), gzip or not",
+    data_destroy, NULL, .data = &data_ops);

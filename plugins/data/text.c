@@ -290,9 +290,8 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = epoch, .batch = batch, .shape = shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "text",
-        .summary = "a text file (gzip or not) as byte tokens, in windows for a "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("text",
+                   "a text file (gzip or not) as byte tokens, in windows for a "
                    "language model",
-        .options = options, .create = create, .destroy = destroy,
-        .data = &data_ops);
+                   destroy, NULL, .data = &data_ops);

@@ -6,7 +6,8 @@ void monitor_free(monitor *m) {
   m->name = NULL;
 }
 
-int monitor_init(monitor *m, lk_host *host, const lk_options *o) {
+int monitor_init(monitor *m, lk_host *host, const lk_options *o,
+                 int (*check)(void *self, const lk_step_result *val)) {
   const char *name = lk_opt_string(o, "monitor");
   memset(m, 0, sizeof *m);
   if (!name || !*name || strchr(name, ',') || strchr(name, '\n'))
@@ -25,7 +26,19 @@ int monitor_init(monitor *m, lk_host *host, const lk_options *o) {
   memcpy(m->name, name, len);
   m->max = strcmp(lk_opt_string(o, "mode"), "max") == 0;
   m->at_validation = strncmp(name, "val_", 4) == 0;
+  m->check = check;
   return 0;
+}
+
+int monitor_on_validation_end(void *self, const lk_step_result *result) {
+  monitor *m = self;
+  return m->at_validation ? m->check(self, result) : 0;
+}
+
+int monitor_on_train_epoch_end(void *self, uint64_t epoch) {
+  monitor *m = self;
+  (void)epoch;
+  return m->at_validation ? 0 : m->check(self, NULL);
 }
 
 bool monitor_better(const monitor *m, double current, double best) {

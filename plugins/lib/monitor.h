@@ -35,12 +35,25 @@ typedef struct monitor {
   bool max;           /* mode = max */
   bool at_validation; /* a val_* metric */
   double min_delta;   /* >= 0 */
+  /* The callback's check of the monitored value, VAL the validation's
+   * result (NULL at an epoch's end); SELF the callback, whose struct
+   * begins with its monitor. */
+  int (*check)(void *self, const lk_step_result *val);
 } monitor;
 
 void monitor_free(monitor *m);
 
-/* Reads monitor and mode; min_delta is set by the caller that has it. */
-int monitor_init(monitor *m, lk_host *host, const lk_options *o);
+/* Reads monitor and mode, and keeps CHECK; min_delta is set by the caller
+ * that has it. */
+int monitor_init(monitor *m, lk_host *host, const lk_options *o,
+                 int (*check)(void *self, const lk_step_result *val));
+
+/* The hooks of a callback whose struct begins with its monitor, which both
+ * callbacks share so that they check at the same points: a val_* metric
+ * after each validation, any other at each epoch's end (Lightning's
+ * rule), with the monitor's check. */
+int monitor_on_validation_end(void *self, const lk_step_result *result);
+int monitor_on_train_epoch_end(void *self, uint64_t epoch);
 
 /* Whether CURRENT improves on BEST by more than min_delta (Lightning's
  * EarlyStopping). A non-finite value never does. */

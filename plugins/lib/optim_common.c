@@ -84,6 +84,7 @@ int optim_create(lk_host *host, const lk_options *o, const optim_spec *spec,
     optim_destroy(c);
     return rc;
   }
+  c->kernel = spec->kernel;
   for (size_t i = 0; i < OPTIM_MAX_FIELDS && spec->fields[i].name; i++) {
     const optim_field *f = &spec->fields[i];
     if (f->type == LK_OPT_BOOL)
@@ -203,6 +204,19 @@ void optim_each(const optim_common *c, lk_tensor *const *params,
     (p->dtype == LK_F64 ? f64 : f32)(c, scalars, p->data, p->grad, bufs,
                                      p->numel);
   }
+}
+
+int optim_step(void *self, lk_tensor *const *params, size_t n,
+               lk_closure_fn closure) {
+  optim_common *c = self;
+  const void *scalars = NULL;
+  int rc;
+  if (!optim_begin(c, params, n, closure, &rc))
+    return rc;
+  if ((rc = c->kernel.prepare(self, &scalars)) != 0)
+    return rc;
+  optim_each(c, params, scalars, c->kernel.f64, c->kernel.f32);
+  return 0;
 }
 
 /* ---- optimizers of a flat vector of doubles (C libraries) --------------- */

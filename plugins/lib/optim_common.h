@@ -3,7 +3,8 @@
  * counter as host state), the learning rate entries, the momentum a
  * scheduler may cycle (host state too, held to its option's range) and its
  * entries, the momentum buffers a scheduler may bring, the checks every step
- * makes before it touches a parameter, the f32/f64 dispatch of a step, and
+ * makes before it touches a parameter, the f32/f64 dispatch of a step (and
+ * optim_step, that step whole, one for all the first-order optimizers), and
  * the check of the state a checkpoint restores. Their options' ranges are
  * declared in their option tables and enforced by the host (ABI 1.4), so
  * nothing here checks them. Defined in optim_common.c, built once into
@@ -32,6 +33,26 @@
 /* The most per-parameter buffer lists an optimizer keeps. */
 #define OPTIM_MAX_LISTS 4
 
+/* One parameter's update: P, its gradient GRAD and its NUMEL buffers'
+ * data BUFS[j] (list j of c->bufs; NULL where the list is not made), in
+ * the parameter's dtype, with the step's SCALARS. */
+typedef void optim_update_fn(const void *self, const void *scalars, void *p,
+                             const void *grad, void *const *bufs, size_t numel);
+
+/* What an optimizer's step does before optim_step updates each parameter
+ * with it: count the step and compute the step's scalars (in double, as
+ * torch's Python code does), which it keeps in its struct and points
+ * *SCALARS at (NULL: none); or refuse the step with an error, nothing
+ * changed. */
+typedef int optim_prepare_fn(void *self, const void **scalars);
+
+/* The parts of the step optim_step takes: PREPARE, then F64 for each f64
+ * parameter and F32 for the others. */
+typedef struct optim_kernel {
+  optim_prepare_fn *prepare;
+  optim_update_fn *f64, *f32;
+} optim_kernel;
+
 /* The first member of each optimizer's struct. */
 typedef struct optim_common {
   lk_host *host;
@@ -45,10 +66,11 @@ typedef struct optim_common {
    * and a checkpoint's are held to it too. */
   double momentum_below;
   const char *momentum_option;
-  lk_tensor *f32[2]; /* [1] f32 host states of optim_spec.f32, or NULL */
-  size_t n;          /* parameters at create time */
-  size_t lists;      /* lists of n buffers in bufs */
-  lk_tensor **bufs;  /* lists x n per-parameter buffers, in one block */
+  lk_tensor *f32[2];   /* [1] f32 host states of optim_spec.f32, or NULL */
+  size_t n;            /* parameters at create time */
+  size_t lists;        /* lists of n buffers in bufs */
+  lk_tensor **bufs;    /* lists x n per-parameter buffers, in one block */
+  optim_kernel kernel; /* optim_spec's: optim_step's parts */
 } optim_common;
 
 /* An option optim_create reads into the optimizer's struct: a double
@@ -84,6 +106,8 @@ typedef struct optim_spec {
   size_t lists;
   const char *states[OPTIM_MAX_LISTS + 1];
   optim_field fields[OPTIM_MAX_FIELDS]; /* read last; name NULL: no more */
+  /* What optim_step does; all NULL: the plugin has a step of its own. */
+  optim_kernel kernel;
 } optim_spec;
 
 /* An optim_spec's momentum for the adam family: beta1, the first of option
@@ -197,16 +221,16 @@ int optim_check_params(const optim_common *c, lk_tensor *const *params,
 bool optim_begin(const optim_common *c, lk_tensor *const *params, size_t n,
                  lk_closure_fn closure, int *rc);
 
-/* One parameter's update: P, its gradient GRAD and its NUMEL buffers'
- * data BUFS[j] (list j of c->bufs; NULL where the list is not made), in
- * the parameter's dtype, with the step's SCALARS. */
-typedef void optim_update_fn(const void *self, const void *scalars, void *p,
-                             const void *grad, void *const *bufs, size_t numel);
-
 /* The update of each parameter: F64 for f64 ones, F32 for the others. */
 void optim_each(const optim_common *c, lk_tensor *const *params,
                 const void *scalars, optim_update_fn *f64,
                 optim_update_fn *f32);
+
+/* The step entry of an optimizer whose optim_spec names its parts, one
+ * for all of them, which all step alike: optim_begin, the spec's prepare,
+ * then optim_each with the spec's updates (its kernel). */
+int optim_step(void *self, lk_tensor *const *params, size_t n,
+               lk_closure_fn closure);
 
 /* ---- optimizers of a flat vector of doubles (C libraries) --------------- */
 

@@ -744,9 +744,8 @@ static const lk_step_ops step_ops = {.training_step = training_step,
                                      .evaluation_end = evaluation_end};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "gpt",
-        .summary = "nanoGPT's GPT-2 language model (tied head, pre-LayerNorm, "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("gpt",
+                   "nanoGPT's GPT-2 language model (tied head, pre-LayerNorm, "
                    "causal attention), written with the layer kit",
-        .options = options, .create = create, .destroy = destroy,
-        .step = &step_ops, .backward = &backward_ops);
+                   destroy, NULL, .step = &step_ops, .backward = &backward_ops);

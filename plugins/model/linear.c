@@ -144,9 +144,6 @@ static const lk_step_ops step_ops = {.training_step = training_step,
                                      .predict_step = predict_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
-    BUNDLED_DESCRIPTOR(.name = "linear",
-                       .summary = "linear regression, mean squared error",
-                       .options = options, .create = create,
-                       .destroy = model_single_destroy, .step = &step_ops,
-                       .backward = &backward_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "linear", "linear regression, mean squared error", model_single_destroy,
+    NULL, .step = &step_ops, .backward = &backward_ops);

@@ -121,8 +121,6 @@ static const lk_option options[] = {
 static const lk_step_ops step_ops = {.training_step = training_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "lstsq",
-        .summary = "least squares: mean((A x + b - y)^2), A and y fixed",
-        .options = options, .create = create, .destroy = destroy,
-        .step = &step_ops, .backward = &backward_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "lstsq", "least squares: mean((A x + b - y)^2), A and y fixed", destroy,
+    NULL, .step = &step_ops, .backward = &backward_ops);

@@ -225,8 +225,6 @@ static const lk_option options[] = {
 
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "mlp",
-        .summary = "multilayer perceptron classifier, softmax cross-entropy",
-        .options = options, .create = create, .destroy = destroy,
-        .step = &step_ops, .backward = &backward_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "mlp", "multilayer perceptron classifier, softmax cross-entropy", destroy,
+    NULL, .step = &step_ops, .backward = &backward_ops);

@@ -112,10 +112,8 @@ static const lk_option options[] = {
 static const lk_step_ops step_ops = {.training_step = training_step};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "rosenbrock",
-        .summary =
-            "the Rosenbrock function in n dimensions (step and backward, "
-            "no data)",
-        .options = options, .create = create, .destroy = destroy,
-        .step = &step_ops, .backward = &backward_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "rosenbrock",
+    "the Rosenbrock function in n dimensions (step and backward, "
+    "no data)",
+    destroy, NULL, .step = &step_ops, .backward = &backward_ops);

@@ -78,8 +78,6 @@ static const lk_option options[] = {
 
 static const lk_backward_ops backward_ops = {.backward = backward};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "softmax",
-        .summary = "multinomial logistic regression, softmax cross-entropy",
-        .options = options, .create = create, .destroy = model_single_destroy,
-        .step = &step_ops, .backward = &backward_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "softmax", "multinomial logistic regression, softmax cross-entropy",
+    model_single_destroy, NULL, .step = &step_ops, .backward = &backward_ops);

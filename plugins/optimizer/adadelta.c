@@ -26,21 +26,6 @@ typedef struct adadelta {
   bool maximize;
 } adadelta;
 
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {
-      .size = sizeof(adadelta),
-      .step = true,
-      .lists = 2,
-      .states = {"square_avg", "acc_delta"},
-      .fields = {OPTIM_FIELD(adadelta, rho, DOUBLE),
-                 OPTIM_FIELD(adadelta, eps, DOUBLE),
-                 OPTIM_FIELD(adadelta, weight_decay, DOUBLE),
-                 OPTIM_FIELD(adadelta, maximize, BOOL)}};
-  return optim_create(host, o, &spec, 0, self);
-}
-
 /* A checkpoint's values: the rate, the step count, and running averages
  * of squares, never negative (the update takes their square roots). */
 static int check_state(void *self) {
@@ -78,15 +63,29 @@ static int check_state(void *self) {
 ADADELTA_UPDATE(update_f64, double, fma, sqrt)
 ADADELTA_UPDATE(update_f32, float, fmaf, sqrtf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, which the update does not use (no
+ * scalars). */
+static int prepare(void *self, const void **scalars) {
   adadelta *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
+  (void)scalars;
   ((double *)s->c.step->data)[0] += 1;
-  optim_each(&s->c, params, NULL, update_f64, update_f32);
   return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {
+      .size = sizeof(adadelta),
+      .step = true,
+      .lists = 2,
+      .states = {"square_avg", "acc_delta"},
+      .fields = {OPTIM_FIELD(adadelta, rho, DOUBLE),
+                 OPTIM_FIELD(adadelta, eps, DOUBLE),
+                 OPTIM_FIELD(adadelta, weight_decay, DOUBLE),
+                 OPTIM_FIELD(adadelta, maximize, BOOL)},
+      .kernel = {prepare, update_f64, update_f32}};
+  return optim_create(host, o, &spec, 0, self);
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
@@ -107,4 +106,4 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "adadelta", "Adadelta, as torch.optim.Adadelta", optim_destroy, check_state,
-    .step = step, OPTIM_LR_ENTRIES);
+    .step = optim_step, OPTIM_LR_ENTRIES);

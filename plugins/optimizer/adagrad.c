@@ -20,37 +20,8 @@ typedef struct adagrad {
   optim_common c; /* lr, step (torch's state_steps); bufs: the sums */
   double lr_decay, weight_decay, eps;
   bool maximize;
+  double clr; /* this step's rate: its scalars */
 } adagrad;
-
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {
-      .size = sizeof(adagrad),
-      .step = true,
-      .lists = 1,
-      .states = {"sum"},
-      .fields = {OPTIM_FIELD(adagrad, lr_decay, DOUBLE),
-                 OPTIM_FIELD(adagrad, weight_decay, DOUBLE),
-                 OPTIM_FIELD(adagrad, eps, DOUBLE),
-                 OPTIM_FIELD(adagrad, maximize, BOOL)}};
-  int rc = optim_create(host, o, &spec, 0, self);
-  if (rc != 0)
-    return rc;
-  adagrad *s = *self;
-  /* torch fills the sums in its constructor; a resume overwrites them. */
-  double init = lk_opt_double(o, "initial_accumulator_value");
-  for (size_t i = 0; i < s->c.n; i++) {
-    lk_tensor *t = s->c.bufs[i];
-    for (size_t k = 0; k < t->numel; k++) {
-      if (t->dtype == LK_F64)
-        ((double *)t->data)[k] = init;
-      else
-        ((float *)t->data)[k] = (float)init;
-    }
-  }
-  return 0;
-}
 
 /* A checkpoint's values: the rate, the step count, and sums of squares
  * (from an initial value >= 0) that are never negative. */
@@ -96,16 +67,45 @@ static void update_f32(const void *self, const void *scalars, void *pv,
   }
 }
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and the step's rate clr (the
+ * scalars). */
+static int prepare(void *self, const void **scalars) {
   adagrad *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = ((double *)s->c.step->data)[0] += 1;
-  double clr = optim_get_lr(s) / (1 + (step - 1) * s->lr_decay);
-  optim_each(&s->c, params, &clr, update_f64, update_f32);
+  s->clr = optim_get_lr(s) / (1 + (step - 1) * s->lr_decay);
+  *scalars = &s->clr;
+  return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {
+      .size = sizeof(adagrad),
+      .step = true,
+      .lists = 1,
+      .states = {"sum"},
+      .fields = {OPTIM_FIELD(adagrad, lr_decay, DOUBLE),
+                 OPTIM_FIELD(adagrad, weight_decay, DOUBLE),
+                 OPTIM_FIELD(adagrad, eps, DOUBLE),
+                 OPTIM_FIELD(adagrad, maximize, BOOL)},
+      .kernel = {prepare, update_f64, update_f32}};
+  int rc = optim_create(host, o, &spec, 0, self);
+  if (rc != 0)
+    return rc;
+  adagrad *s = *self;
+  /* torch fills the sums in its constructor; a resume overwrites them. */
+  double init = lk_opt_double(o, "initial_accumulator_value");
+  for (size_t i = 0; i < s->c.n; i++) {
+    lk_tensor *t = s->c.bufs[i];
+    for (size_t k = 0; k < t->numel; k++) {
+      if (t->dtype == LK_F64)
+        ((double *)t->data)[k] = init;
+      else
+        ((float *)t->data)[k] = (float)init;
+    }
+  }
   return 0;
 }
 
@@ -126,4 +126,4 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "adagrad", "Adagrad, as torch.optim.Adagrad", optim_destroy, check_state,
-    .step = step, OPTIM_LR_ENTRIES);
+    .step = optim_step, OPTIM_LR_ENTRIES);

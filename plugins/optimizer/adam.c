@@ -13,8 +13,5 @@ static const lk_option options[] = {
     ADAM_OPTIONS("0", "L2 penalty added to the gradient")};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
-    BUNDLED_DESCRIPTOR(.name = "adam", .summary = "Adam, as torch.optim.Adam",
-                       .options = options, .create = create,
-                       .destroy = adam_destroy,
-                       .optimizer = &adam_optimizer_ops,
-                       .check_state = adam_check_state);
+    BUNDLED_PLUGIN("adam", "Adam, as torch.optim.Adam", adam_destroy,
+                   adam_check_state, .optimizer = &adam_optimizer_ops);

@@ -22,29 +22,16 @@
 #include "fma_clones.h"
 #include "optim_common.h"
 
-typedef struct adamax {
-  optim_adamlike a; /* bufs: exp_avg and exp_inf, zero-filled as torch's */
-  bool maximize;
-} adamax;
-
 /* The scalars of one step: beta1, and clr, lr / (1 - b1^step). */
 typedef struct adamax_scalars {
   double beta1, clr;
 } adamax_scalars;
 
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(adamax),
-                                  .step = true,
-                                  .lists = 2,
-                                  .states = {"exp_avg", "exp_inf"},
-                                  OPTIM_BETA1};
-  int rc = optim_create_adamlike(host, o, &spec, self);
-  if (rc == 0)
-    ((adamax *)*self)->maximize = lk_opt_bool(o, "maximize");
-  return rc;
-}
+typedef struct adamax {
+  optim_adamlike a; /* bufs: exp_avg and exp_inf, zero-filled as torch's */
+  bool maximize;
+  adamax_scalars now; /* this step's */
+} adamax;
 
 /* torch.amax of two: NaN wins. */
 static double amax(double a, double b) {
@@ -80,18 +67,30 @@ static float amaxf(float a, float b) {
 ADAMAX_UPDATE(update_f64, double, fma, fabs, amax)
 ADAMAX_UPDATE(update_f32, float, fmaf, fabsf, amaxf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and its scalars. */
+static int prepare(void *self, const void **scalars) {
   adamax *s = self;
-  int rc;
-  if (!optim_begin(&s->a.c, params, n, closure, &rc))
-    return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->a.c);
-  adamax_scalars c = {.beta1 = optim_get_momentum(s)};
-  c.clr = optim_get_lr(s) / (1 - pow(c.beta1, step));
-  optim_each(&s->a.c, params, &c, update_f64, update_f32);
+  s->now = (adamax_scalars){.beta1 = optim_get_momentum(s)};
+  s->now.clr = optim_get_lr(s) / (1 - pow(s->now.beta1, step));
+  *scalars = &s->now;
   return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {.size = sizeof(adamax),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_inf"},
+                                  OPTIM_BETA1,
+                                  .kernel = {prepare, update_f64, update_f32}};
+  int rc = optim_create_adamlike(host, o, &spec, self);
+  if (rc == 0)
+    ((adamax *)*self)->maximize = lk_opt_bool(o, "maximize");
+  return rc;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
@@ -101,4 +100,5 @@ static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.002"),
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "adamax", "Adamax (Adam with the infinity norm), as torch.optim.Adamax",
-    optim_destroy, optim_check_adamlike, .step = step, OPTIM_MOMENTUM_ENTRIES);
+    optim_destroy, optim_check_adamlike, .step = optim_step,
+    OPTIM_MOMENTUM_ENTRIES);

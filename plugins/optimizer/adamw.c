@@ -14,9 +14,6 @@ static const lk_option options[] = {ADAM_OPTIONS(
     "0.01", "decoupled weight decay: each step scales the parameters by "
             "1 - lr * weight_decay")};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "adamw",
-        .summary =
-            "AdamW (Adam with decoupled weight decay), as torch.optim.AdamW",
-        .options = options, .create = create, .destroy = adam_destroy,
-        .optimizer = &adam_optimizer_ops, .check_state = adam_check_state);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "adamw", "AdamW (Adam with decoupled weight decay), as torch.optim.AdamW",
+    adam_destroy, adam_check_state, .optimizer = &adam_optimizer_ops);

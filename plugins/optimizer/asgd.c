@@ -26,37 +26,18 @@
 #include "fma_clones.h"
 #include "optim_common.h"
 
+/* The step's eta and mu. */
+typedef struct asgd_scalars {
+  double eta, mu;
+} asgd_scalars;
+
 typedef struct asgd {
   optim_common c; /* lr, step (torch's state_steps); bufs: ax */
   double lambd, alpha, t0, weight_decay;
   bool maximize;
   lk_tensor *eta, *mu; /* [1] f32 host state, as torch's */
+  asgd_scalars now;    /* this step's eta and mu */
 } asgd;
-
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {
-      .size = sizeof(asgd),
-      .step = true,
-      .f32 = {"eta", "mu"},
-      .lists = 1,
-      .states = {"ax"},
-      .fields = {OPTIM_FIELD(asgd, lambd, DOUBLE),
-                 OPTIM_FIELD(asgd, alpha, DOUBLE),
-                 OPTIM_FIELD(asgd, t0, DOUBLE),
-                 OPTIM_FIELD(asgd, weight_decay, DOUBLE),
-                 OPTIM_FIELD(asgd, maximize, BOOL)}};
-  int rc = optim_create(host, o, &spec, 0, self);
-  if (rc != 0)
-    return rc;
-  asgd *s = *self;
-  s->eta = s->c.f32[0];
-  s->mu = s->c.f32[1];
-  /* torch sets eta and mu at the first step; a resume overwrites them. */
-  *(float *)s->mu->data = 1;
-  return 0;
-}
 
 /* A checkpoint's values: the rate, torch's float32 step count, and mu,
  * which is 1 / max(1, t - t0) (eta may be any finite number: lambd and
@@ -66,11 +47,6 @@ static int check_state(void *self) {
   int rc = optim_check_f32_step(&s->c);
   return rc ? rc : lk_state_check(s->c.host, s->mu, 0, 1, false);
 }
-
-/* The step's eta and mu. */
-typedef struct asgd_scalars {
-  double eta, mu;
-} asgd_scalars;
 
 /* One parameter in T (double, or float with each scalar rounded to float
  * as torch rounds the Python scalars to the tensor's type; eta and mu are
@@ -98,12 +74,10 @@ typedef struct asgd_scalars {
 ASGD_UPDATE(update_f64, double, fma)
 ASGD_UPDATE(update_f32, float, fmaf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and this step's eta and mu (the
+ * scalars), which the states then leave for the next step's. */
+static int prepare(void *self, const void **scalars) {
   asgd *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
   float *eta = s->eta->data, *mu = s->mu->data;
   double lr = optim_get_lr(s);
   if (((double *)s->c.step->data)[0] == 0) { /* torch's state init */
@@ -112,11 +86,37 @@ static int step(void *self, lk_tensor *const *params, size_t n,
   }
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->c);
-  asgd_scalars c = {*eta, *mu};
-  optim_each(&s->c, params, &c, update_f64, update_f32);
+  s->now = (asgd_scalars){*eta, *mu};
+  *scalars = &s->now;
   *eta = (float)(lr / pow(1 + s->lambd * lr * step, s->alpha));
   double t = step - s->t0;
   *mu = (float)(1 / (t > 1 ? t : 1)); /* Python's max(1, t) */
+  return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {
+      .size = sizeof(asgd),
+      .step = true,
+      .f32 = {"eta", "mu"},
+      .lists = 1,
+      .states = {"ax"},
+      .fields = {OPTIM_FIELD(asgd, lambd, DOUBLE),
+                 OPTIM_FIELD(asgd, alpha, DOUBLE),
+                 OPTIM_FIELD(asgd, t0, DOUBLE),
+                 OPTIM_FIELD(asgd, weight_decay, DOUBLE),
+                 OPTIM_FIELD(asgd, maximize, BOOL)},
+      .kernel = {prepare, update_f64, update_f32}};
+  int rc = optim_create(host, o, &spec, 0, self);
+  if (rc != 0)
+    return rc;
+  asgd *s = *self;
+  s->eta = s->c.f32[0];
+  s->mu = s->c.f32[1];
+  /* torch sets eta and mu at the first step; a resume overwrites them. */
+  *(float *)s->mu->data = 1;
   return 0;
 }
 
@@ -134,4 +134,4 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "asgd", "averaged stochastic gradient descent, as torch.optim.ASGD",
-    optim_destroy, check_state, .step = step, OPTIM_LR_ENTRIES);
+    optim_destroy, check_state, .step = optim_step, OPTIM_LR_ENTRIES);

@@ -25,38 +25,19 @@
 #include "fma_clones.h"
 #include "optim_common.h"
 
-typedef struct nadam {
-  optim_adamlike a; /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's;
-                       f32: mu_product */
-  double momentum_decay;
-  lk_tensor *mu_product; /* [1] f32 host state, as torch's */
-} nadam;
-
 /* The scalars of one step: the coefficients of the two addcdiv_, and
  * bias_correction2, in double as torch's Python code computes them. */
 typedef struct nadam_scalars {
   double beta1, bc2, c_grad, c_avg;
 } nadam_scalars;
 
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(nadam),
-                                  .step = true,
-                                  .f32 = {"mu_product"},
-                                  .lists = 2,
-                                  .states = {"exp_avg", "exp_avg_sq"},
-                                  OPTIM_BETA1};
-  int rc = optim_create_adamlike(host, o, &spec, self);
-  if (rc != 0)
-    return rc;
-  nadam *s = *self;
-  s->momentum_decay = lk_opt_double(o, "momentum_decay");
-  s->mu_product = s->a.c.f32[0];
-  /* torch.tensor(1.) at the first step; a resume overwrites it. */
-  *(float *)s->mu_product->data = 1;
-  return 0;
-}
+typedef struct nadam {
+  optim_adamlike a; /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's;
+                       f32: mu_product */
+  double momentum_decay;
+  lk_tensor *mu_product; /* [1] f32 host state, as torch's */
+  nadam_scalars now;     /* this step's */
+} nadam;
 
 /* A checkpoint's values: the rate, beta1, torch's float32 step count, a
  * product of momentum caches in [0, 1] (1 before the first step, then
@@ -99,26 +80,44 @@ static int check_state(void *self) {
 NADAM_UPDATE(update_f64, double, fma, sqrt)
 NADAM_UPDATE(update_f32, float, fmaf, sqrtf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and its scalars. */
+static int prepare(void *self, const void **scalars) {
   nadam *s = self;
-  int rc;
-  if (!optim_begin(&s->a.c, params, n, closure, &rc))
-    return rc;
   /* torch counts steps per parameter, and keeps a mu_product each; they
    * all step together here. */
   double step = optim_step_f32(&s->a.c), lr = optim_get_lr(s);
-  nadam_scalars c = {.beta1 = optim_get_momentum(s)};
-  c.bc2 = 1 - pow(s->a.beta2, step);
-  double mu = c.beta1 * (1. - 0.5 * pow(0.96, step * s->momentum_decay));
+  s->now = (nadam_scalars){.beta1 = optim_get_momentum(s)};
+  s->now.bc2 = 1 - pow(s->a.beta2, step);
+  double mu = s->now.beta1 * (1. - 0.5 * pow(0.96, step * s->momentum_decay));
   double mu_next =
-      c.beta1 * (1. - 0.5 * pow(0.96, (step + 1) * s->momentum_decay));
+      s->now.beta1 * (1. - 0.5 * pow(0.96, (step + 1) * s->momentum_decay));
   float *mu_product = s->mu_product->data;
   *mu_product = *mu_product * (float)mu;
   float mu_product_next = *mu_product * (float)mu * (float)mu_next;
-  c.c_grad = -lr * (1. - mu) / (1. - (double)*mu_product);
-  c.c_avg = -lr * mu_next / (1. - (double)mu_product_next);
-  optim_each(&s->a.c, params, &c, update_f64, update_f32);
+  s->now.c_grad = -lr * (1. - mu) / (1. - (double)*mu_product);
+  s->now.c_avg = -lr * mu_next / (1. - (double)mu_product_next);
+  *scalars = &s->now;
+  return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {.size = sizeof(nadam),
+                                  .step = true,
+                                  .f32 = {"mu_product"},
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_avg_sq"},
+                                  OPTIM_BETA1,
+                                  .kernel = {prepare, update_f64, update_f32}};
+  int rc = optim_create_adamlike(host, o, &spec, self);
+  if (rc != 0)
+    return rc;
+  nadam *s = *self;
+  s->momentum_decay = lk_opt_double(o, "momentum_decay");
+  s->mu_product = s->a.c.f32[0];
+  /* torch.tensor(1.) at the first step; a resume overwrites it. */
+  *(float *)s->mu_product->data = 1;
   return 0;
 }
 
@@ -133,4 +132,4 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "nadam", "NAdam (Adam with Nesterov momentum), as torch.optim.NAdam",
-    optim_destroy, check_state, .step = step, OPTIM_MOMENTUM_ENTRIES);
+    optim_destroy, check_state, .step = optim_step, OPTIM_MOMENTUM_ENTRIES);

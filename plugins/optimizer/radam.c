@@ -26,10 +26,6 @@
 #include "fma_clones.h"
 #include "optim_common.h"
 
-typedef struct radam {
-  optim_adamlike a; /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's */
-} radam;
-
 /* The scalars of one step, in double as torch's Python code computes
  * them; rectified: rho_t > 5, and rect and sqrt_bc2 are set. */
 typedef struct radam_scalars {
@@ -37,16 +33,10 @@ typedef struct radam_scalars {
   bool rectified;
 } radam_scalars;
 
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {.size = sizeof(radam),
-                                  .step = true,
-                                  .lists = 2,
-                                  .states = {"exp_avg", "exp_avg_sq"},
-                                  OPTIM_BETA1};
-  return optim_create_adamlike(host, o, &spec, self);
-}
+typedef struct radam {
+  optim_adamlike a;  /* bufs: exp_avg and exp_avg_sq, zero-filled as torch's */
+  radam_scalars now; /* this step's */
+} radam;
 
 /* One parameter in T (double, or float with each scalar rounded to float
  * as torch rounds the Python scalars to the tensor's type): BUFS exp_avg
@@ -78,27 +68,37 @@ static int create(lk_host *host, const lk_options *o, void **self) {
 RADAM_UPDATE(update_f64, double, fma, sqrt)
 RADAM_UPDATE(update_f32, float, fmaf, sqrtf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and its scalars. */
+static int prepare(void *self, const void **scalars) {
   radam *s = self;
-  int rc;
-  if (!optim_begin(&s->a.c, params, n, closure, &rc))
-    return rc;
   /* torch counts steps per parameter; they all step together here. */
   double step = optim_step_f32(&s->a.c), b2 = s->a.beta2;
-  radam_scalars c = {.beta1 = optim_get_momentum(s), .lr = optim_get_lr(s)};
-  c.bc1 = 1 - pow(c.beta1, step);
+  s->now =
+      (radam_scalars){.beta1 = optim_get_momentum(s), .lr = optim_get_lr(s)};
+  s->now.bc1 = 1 - pow(s->now.beta1, step);
   double bc2 = 1 - pow(b2, step);
   double rho_inf = 2 / (1 - b2) - 1;
   double rho_t = rho_inf - 2 * step * pow(b2, step) / bc2;
-  c.rectified = rho_t > 5.;
-  if (c.rectified) {
-    c.rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
-                  ((rho_inf - 4) * (rho_inf - 2) * rho_t));
-    c.sqrt_bc2 = sqrt(bc2);
+  s->now.rectified = rho_t > 5.;
+  if (s->now.rectified) {
+    s->now.rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                       ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+    s->now.sqrt_bc2 = sqrt(bc2);
   }
-  optim_each(&s->a.c, params, &c, update_f64, update_f32);
+  *scalars = &s->now;
   return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {.size = sizeof(radam),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"exp_avg", "exp_avg_sq"},
+                                  OPTIM_BETA1,
+                                  .kernel = {prepare, update_f64, update_f32}};
+  return optim_create_adamlike(host, o, &spec, self);
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
@@ -107,4 +107,4 @@ static const lk_option options[] = {OPTIM_ADAMLIKE_OPTIONS("0.001"),
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "radam", "RAdam (rectified Adam), as torch.optim.RAdam", optim_destroy,
-    optim_check_adamlike, .step = step, OPTIM_MOMENTUM_ENTRIES);
+    optim_check_adamlike, .step = optim_step, OPTIM_MOMENTUM_ENTRIES);

@@ -40,6 +40,7 @@ typedef struct rmsprop {
   /* [1] host state, with the buffers: 1 once the first step had momentum
    * > 0 (torch's state holds momentum_buffer). */
   lk_tensor *has_buffer;
+  double m; /* this step's momentum: its scalars */
 } rmsprop;
 
 /* The momentum buffers, zero, and has_momentum_buffer = 0, as host state. */
@@ -49,34 +50,6 @@ static int make_buffers(optim_common *c) {
   int rc = lk_host_add_state(c->host, "has_momentum_buffer", LK_F64, 1, &one,
                              &s->has_buffer);
   return rc ? rc : optim_param_states(c, "momentum_buffer", c->bufs + c->n);
-}
-
-/* The host has checked the ranges, in torch's order (the table's), and
- * refused inf and nan (which torch lets through to poison the weights). */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  static const optim_spec spec = {
-      .size = sizeof(rmsprop),
-      .step = true,
-      .lists = 3,
-      .states = {"square_avg"},
-      OPTIM_MOMENTUM,
-      .fields = {OPTIM_FIELD(rmsprop, alpha, DOUBLE),
-                 OPTIM_FIELD(rmsprop, eps, DOUBLE),
-                 OPTIM_FIELD(rmsprop, weight_decay, DOUBLE),
-                 OPTIM_FIELD(rmsprop, centered, BOOL),
-                 OPTIM_FIELD(rmsprop, maximize, BOOL)}};
-  double momentum = lk_opt_double(o, "momentum");
-  int rc = optim_create(host, o, &spec, momentum, self);
-  if (rc != 0)
-    return rc;
-  rmsprop *s = *self;
-  if (momentum > 0 && (rc = make_buffers(&s->c)) == 0)
-    s->kept = true;
-  if (rc == 0 && s->centered)
-    rc = optim_param_states(&s->c, "grad_avg", s->c.bufs + 2 * s->c.n);
-  if (rc != 0)
-    optim_destroy(s);
-  return rc;
 }
 
 /* A checkpoint's values: the rate, the step count, the momentum (0
@@ -147,13 +120,11 @@ static int set_momentum(void *self, double momentum) {
 RMSPROP_UPDATE(update_f64, double, fma, sqrt)
 RMSPROP_UPDATE(update_f32, float, fmaf, sqrtf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and its momentum (the scalars), which
+ * needs the buffers torch made at the first step. */
+static int prepare(void *self, const void **scalars) {
   rmsprop *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
-  double m = optim_get_momentum(s);
+  double m = s->m = optim_get_momentum(s);
   double *steps = s->c.step->data;
   if (m > 0 && !s->kept) /* set_momentum and check_state refuse it */
     return lk_fail(s->c.host, LK_ESTATE, "momentum %g without momentum buffers",
@@ -170,8 +141,37 @@ static int step(void *self, lk_tensor *const *params, size_t n,
                    "momentum above 0 (a scheduler's first value)",
                    m, *steps + 1);
   *steps += 1;
-  optim_each(&s->c, params, &m, update_f64, update_f32);
+  *scalars = &s->m;
   return 0;
+}
+
+/* The host has checked the ranges, in torch's order (the table's), and
+ * refused inf and nan (which torch lets through to poison the weights). */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  static const optim_spec spec = {
+      .size = sizeof(rmsprop),
+      .step = true,
+      .lists = 3,
+      .states = {"square_avg"},
+      OPTIM_MOMENTUM,
+      .fields = {OPTIM_FIELD(rmsprop, alpha, DOUBLE),
+                 OPTIM_FIELD(rmsprop, eps, DOUBLE),
+                 OPTIM_FIELD(rmsprop, weight_decay, DOUBLE),
+                 OPTIM_FIELD(rmsprop, centered, BOOL),
+                 OPTIM_FIELD(rmsprop, maximize, BOOL)},
+      .kernel = {prepare, update_f64, update_f32}};
+  double momentum = lk_opt_double(o, "momentum");
+  int rc = optim_create(host, o, &spec, momentum, self);
+  if (rc != 0)
+    return rc;
+  rmsprop *s = *self;
+  if (momentum > 0 && (rc = make_buffers(&s->c)) == 0)
+    s->kept = true;
+  if (rc == 0 && s->centered)
+    rc = optim_param_states(&s->c, "grad_avg", s->c.bufs + 2 * s->c.n);
+  if (rc != 0)
+    optim_destroy(s);
+  return rc;
 }
 
 /* In the order torch checks them: the host refuses the first bad one. */
@@ -194,5 +194,5 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "rmsprop", "RMSprop, as torch.optim.RMSprop", optim_destroy, check_state,
-    .step = step, .get_lr = optim_get_lr, .set_lr = optim_set_lr,
+    .step = optim_step, .get_lr = optim_get_lr, .set_lr = optim_set_lr,
     .get_momentum = optim_get_momentum, .set_momentum = set_momentum);

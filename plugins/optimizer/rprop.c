@@ -21,51 +21,19 @@
 #include "fma_clones.h"
 #include "optim_common.h"
 
-typedef struct rprop {
-  optim_common c; /* lr, step (torch's, a Python int); bufs: prev and
-                   * step_size */
-  double etaminus, etaplus, step_size_min, step_size_max;
-  bool maximize;
-} rprop;
-
 /* The step's: the step sizes start as lr at the first. */
 typedef struct rprop_scalars {
   bool first;
   double lr;
 } rprop_scalars;
 
-/* The host has checked lr's range and that each eta is > 0; the rest of
- * torch's check, 0 < etaminus < 1 < etaplus, is one value against
- * another. step_sizes has none in torch. */
-static int create(lk_host *host, const lk_options *o, void **self) {
-  double etas[2] = {0, 0}, sizes[2] = {0, 0};
-  int rc =
-      optim_two(host, o, "etas", "etaminus,etaplus (default 0.5,1.2)", etas);
-  if (rc == 0 && !(etas[0] < 1 && 1 < etas[1]))
-    rc = lk_fail(host, LK_ECONFIG,
-                 "option etas = %g,%g: invalid eta values, 0 < etaminus < 1 "
-                 "< etaplus is needed",
-                 etas[0], etas[1]);
-  if (rc == 0)
-    rc =
-        optim_two(host, o, "step_sizes",
-                  "the minimal and maximal step size (default 1e-6,50)", sizes);
-  if (rc != 0)
-    return rc;
-  static const optim_spec spec = {.size = sizeof(rprop),
-                                  .step = true,
-                                  .lists = 2,
-                                  .states = {"prev", "step_size"}};
-  if ((rc = optim_create(host, o, &spec, 0, self)) != 0)
-    return rc;
-  rprop *s = *self;
-  s->etaminus = etas[0];
-  s->etaplus = etas[1];
-  s->step_size_min = sizes[0];
-  s->step_size_max = sizes[1];
-  s->maximize = lk_opt_bool(o, "maximize");
-  return 0;
-}
+typedef struct rprop {
+  optim_common c; /* lr, step (torch's, a Python int); bufs: prev and
+                   * step_size */
+  double etaminus, etaplus, step_size_min, step_size_max;
+  bool maximize;
+  rprop_scalars now; /* this step's */
+} rprop;
 
 /* A checkpoint's values: the rate, the step count, and, with step_sizes
  * >= 0, step sizes that are never negative (one would move a parameter
@@ -130,18 +98,50 @@ static float clampf(float x, float lo, float hi) {
 RPROP_UPDATE(update_f64, double, fma, sign, clamp)
 RPROP_UPDATE(update_f32, float, fmaf, signf, clampf)
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: the count, and whether this is the first step
+ * (the scalars). */
+static int prepare(void *self, const void **scalars) {
   rprop *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
   /* torch fills the step sizes with lr at the first step (its state init)
    * and counts steps per parameter; they all step together here. */
   double *count = s->c.step->data;
-  rprop_scalars c = {*count == 0, optim_get_lr(s)};
+  s->now = (rprop_scalars){*count == 0, optim_get_lr(s)};
+  *scalars = &s->now;
   *count += 1;
-  optim_each(&s->c, params, &c, update_f64, update_f32);
+  return 0;
+}
+
+/* The host has checked lr's range and that each eta is > 0; the rest of
+ * torch's check, 0 < etaminus < 1 < etaplus, is one value against
+ * another. step_sizes has none in torch. */
+static int create(lk_host *host, const lk_options *o, void **self) {
+  double etas[2] = {0, 0}, sizes[2] = {0, 0};
+  int rc =
+      optim_two(host, o, "etas", "etaminus,etaplus (default 0.5,1.2)", etas);
+  if (rc == 0 && !(etas[0] < 1 && 1 < etas[1]))
+    rc = lk_fail(host, LK_ECONFIG,
+                 "option etas = %g,%g: invalid eta values, 0 < etaminus < 1 "
+                 "< etaplus is needed",
+                 etas[0], etas[1]);
+  if (rc == 0)
+    rc =
+        optim_two(host, o, "step_sizes",
+                  "the minimal and maximal step size (default 1e-6,50)", sizes);
+  if (rc != 0)
+    return rc;
+  static const optim_spec spec = {.size = sizeof(rprop),
+                                  .step = true,
+                                  .lists = 2,
+                                  .states = {"prev", "step_size"},
+                                  .kernel = {prepare, update_f64, update_f32}};
+  if ((rc = optim_create(host, o, &spec, 0, self)) != 0)
+    return rc;
+  rprop *s = *self;
+  s->etaminus = etas[0];
+  s->etaplus = etas[1];
+  s->step_size_min = sizes[0];
+  s->step_size_max = sizes[1];
+  s->maximize = lk_opt_bool(o, "maximize");
   return 0;
 }
 
@@ -162,4 +162,4 @@ static const lk_option options[] = {
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_OPTIMIZER(
     "rprop", "resilient backpropagation, as torch.optim.Rprop", optim_destroy,
-    check_state, .step = step, OPTIM_LR_ENTRIES);
+    check_state, .step = optim_step, OPTIM_LR_ENTRIES);

@@ -56,6 +56,7 @@ typedef struct sgd {
   bool kept;              /* the buffers and initialized exist */
   bool first;             /* this step's buffers are empty and take d_p */
   lk_tensor *initialized; /* [1]: 1 once the buffers hold a first gradient */
+  double m;               /* this step's momentum: its scalars */
 } sgd;
 
 /* The momentum buffers, zero, and initialized = 0, as host state. */
@@ -65,41 +66,6 @@ static int make_buffers(optim_common *c) {
   int rc = lk_host_add_state(c->host, "initialized", LK_F64, 1, &one,
                              &s->initialized);
   return rc ? rc : optim_param_states(c, "momentum_buffer", c->bufs);
-}
-
-static int create(lk_host *host, const lk_options *o, void **self) {
-  double momentum = lk_opt_double(o, "momentum");
-  double dampening = lk_opt_double(o, "dampening");
-  bool nesterov = lk_opt_bool(o, "nesterov");
-  /* The host has checked the ranges (and refused inf and nan, which torch
-   * lets through to poison the weights); torch's last check is one option
-   * against another. */
-  if (nesterov && (momentum <= 0 || dampening != 0))
-    return lk_fail(host, LK_ECONFIG,
-                   "option nesterov = true requires momentum > 0 and "
-                   "dampening = 0 (got momentum = %g, dampening = %g)",
-                   momentum, dampening);
-  /* torch keeps no buffer without momentum; with it, the buffers are host
-   * state so that a resumed run continues with them. Room for them in any
-   * case: a scheduler may make them (set_momentum). */
-  static const optim_spec spec = {
-      .size = sizeof(sgd), .lists = 1, OPTIM_MOMENTUM};
-  int rc = optim_create(host, o, &spec, momentum, self);
-  if (rc != 0)
-    return rc;
-  sgd *s = *self;
-  s->dampening = dampening;
-  s->weight_decay = lk_opt_double(o, "weight_decay");
-  s->nesterov = nesterov;
-  s->maximize = lk_opt_bool(o, "maximize");
-#ifdef SGD_AVX2
-  s->avx2 = cpu_has_avx2_fma();
-#endif
-  if (momentum != 0 && (rc = make_buffers(&s->c)) == 0)
-    s->kept = true;
-  if (rc != 0)
-    optim_destroy(s);
-  return rc;
 }
 
 #if LK_ABI_MINOR >= 4 /* tests/abi builds this file with older headers */
@@ -225,23 +191,58 @@ static void update_f32(const void *self, const void *scalars, void *pv,
   update_f32_portable(&c, p, g, buf, 0, numel);
 }
 
-static int step(void *self, lk_tensor *const *params, size_t n,
-                lk_closure_fn closure) {
+/* The step's own part: its momentum (the scalars), and whether its
+ * buffers are empty. */
+static int prepare(void *self, const void **scalars) {
   sgd *s = self;
-  int rc;
-  if (!optim_begin(&s->c, params, n, closure, &rc))
-    return rc;
-  double m = optim_get_momentum(s);
+  double m = s->m = optim_get_momentum(s);
   if (m != 0 && !s->kept) /* set_momentum and check_state refuse it */
     return lk_fail(s->c.host, LK_ESTATE, "momentum %g without momentum buffers",
                    m);
   /* torch creates each buffer as a copy of d_p at the first step with
-   * momentum != 0. */
+   * momentum != 0: this one's update fills them. */
   s->first = m != 0 && ((double *)s->initialized->data)[0] == 0;
-  optim_each(&s->c, params, &m, update_f64, update_f32);
   if (m != 0)
     ((double *)s->initialized->data)[0] = 1;
+  *scalars = &s->m;
   return 0;
+}
+
+static int create(lk_host *host, const lk_options *o, void **self) {
+  double momentum = lk_opt_double(o, "momentum");
+  double dampening = lk_opt_double(o, "dampening");
+  bool nesterov = lk_opt_bool(o, "nesterov");
+  /* The host has checked the ranges (and refused inf and nan, which torch
+   * lets through to poison the weights); torch's last check is one option
+   * against another. */
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return lk_fail(host, LK_ECONFIG,
+                   "option nesterov = true requires momentum > 0 and "
+                   "dampening = 0 (got momentum = %g, dampening = %g)",
+                   momentum, dampening);
+  /* torch keeps no buffer without momentum; with it, the buffers are host
+   * state so that a resumed run continues with them. Room for them in any
+   * case: a scheduler may make them (set_momentum). */
+  static const optim_spec spec = {.size = sizeof(sgd),
+                                  .lists = 1,
+                                  OPTIM_MOMENTUM,
+                                  .kernel = {prepare, update_f64, update_f32}};
+  int rc = optim_create(host, o, &spec, momentum, self);
+  if (rc != 0)
+    return rc;
+  sgd *s = *self;
+  s->dampening = dampening;
+  s->weight_decay = lk_opt_double(o, "weight_decay");
+  s->nesterov = nesterov;
+  s->maximize = lk_opt_bool(o, "maximize");
+#ifdef SGD_AVX2
+  s->avx2 = cpu_has_avx2_fma();
+#endif
+  if (momentum != 0 && (rc = make_buffers(&s->c)) == 0)
+    s->kept = true;
+  if (rc != 0)
+    optim_destroy(s);
+  return rc;
 }
 
 /* The ranges are torch's checks; the host makes them in the table's order,
@@ -259,7 +260,7 @@ static const lk_option options[] = {
     {NULL, 0, NULL, NULL, NULL}};
 
 static const lk_optimizer_ops optimizer_ops = {
-    .step = step,
+    .step = optim_step,
     .get_lr = optim_get_lr,
     .set_lr = optim_set_lr,
 #if LK_ABI_MINOR >= 5 /* tests/abi builds this file with older headers */

@@ -508,9 +508,8 @@ static const lk_option options[] = {
 static const lk_profiler_ops profiler_ops = {
     .action = action_id, .start = start, .stop = stop, .report = report};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "trace",
-        .summary = "every action as a Chrome trace event (trace.json, for "
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_PLUGIN("trace",
+                   "every action as a Chrome trace event (trace.json, for "
                    "Perfetto and chrome://tracing)",
-        .options = options, .create = create, .destroy = destroy,
-        .profiler = &profiler_ops);
+                   destroy, NULL, .profiler = &profiler_ops);

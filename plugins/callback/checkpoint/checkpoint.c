@@ -41,8 +41,8 @@ typedef struct entry {
 } entry;
 
 typedef struct checkpoint {
+  monitor m; /* first: monitor_on_validation_end and the like find it */
   lk_host *host;
-  monitor m;
   int64_t top_k;     /* -1: every one, 0: none */
   size_t cap;        /* rows of kept */
   ckpt_name name;    /* the filename pattern */
@@ -52,6 +52,9 @@ typedef struct checkpoint {
   lk_tensor *n_kept; /* f64[1] */
   lk_tensor *checks; /* f64[1]: checks made, for the warning at the end */
 } checkpoint;
+
+/* The monitor's check (monitor.h), below. */
+static int check(void *self, const lk_step_result *val);
 
 static void destroy(void *self) {
   checkpoint *s = self;
@@ -117,7 +120,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   s->host = host;
   s->top_k = top_k;
   s->cap = top_k > 0 ? (size_t)top_k : 1;
-  int rc = monitor_init(&s->m, host, o);
+  int rc = monitor_init(&s->m, host, o, check);
   if (rc == 0)
     rc = ckpt_name_parse(&s->name, host, lk_opt_string(o, "filename"),
                          lk_opt_bool(o, "auto_insert_metric_name"));
@@ -273,7 +276,8 @@ static int keep(checkpoint *s, entry e) {
   return rc;
 }
 
-static int check(checkpoint *s, const lk_step_result *val) {
+static int check(void *self, const lk_step_result *val) {
+  checkpoint *s = self;
   if (s->top_k == 0)
     return 0;
   entry e = {0, 0, 0, {0}};
@@ -310,17 +314,6 @@ static int check_state(void *self) {
                      s->kept->name, i, f == EPOCH ? "epoch" : "step", v);
     }
   return rc;
-}
-
-static int on_validation_end(void *self, const lk_step_result *result) {
-  checkpoint *s = self;
-  return s->m.at_validation ? check(s, result) : 0;
-}
-
-static int on_train_epoch_end(void *self, uint64_t epoch) {
-  checkpoint *s = self;
-  (void)epoch;
-  return s->m.at_validation ? 0 : check(s, NULL);
 }
 
 /* DIR/SUB/NAME, or NULL when out of memory. */
@@ -404,16 +397,11 @@ static const lk_option options[] = {
      "write each filename field as NAME=VALUE (false: the value alone)", NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-static const lk_callback_ops callback_ops = {
-    .on_train_start = on_train_start,
-    .on_validation_end = on_validation_end,
-    .on_train_epoch_end = on_train_epoch_end,
-    .on_train_end = on_train_end,
-};
-
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "checkpoint",
-        .summary = "keeps the best checkpoints by a monitored metric and "
-                   "best.ckpt, as Lightning's ModelCheckpoint",
-        .options = options, .create = create, .destroy = destroy,
-        .callback = &callback_ops, .check_state = check_state);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
+    BUNDLED_CALLBACK("checkpoint",
+                     "keeps the best checkpoints by a monitored metric and "
+                     "best.ckpt, as Lightning's ModelCheckpoint",
+                     destroy, check_state, .on_train_start = on_train_start,
+                     .on_validation_end = monitor_on_validation_end,
+                     .on_train_epoch_end = monitor_on_train_epoch_end,
+                     .on_train_end = on_train_end);

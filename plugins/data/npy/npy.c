@@ -989,8 +989,6 @@ static const lk_option options[] = {
 static const lk_data_ops data_ops = {
     .epoch = data_epoch, .batch = npy_batch, .shape = npy_shape};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "npy",
-        .summary = "numpy arrays: .npy files or an .npz archive, memory-mapped",
-        .options = options, .create = create, .destroy = npy_destroy,
-        .data = &data_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "npy", "numpy arrays: .npy files or an .npz archive, memory-mapped",
+    npy_destroy, NULL, .data = &data_ops);

@@ -539,10 +539,8 @@ static const lk_logger_ops logger_ops = {.start = start,
                                          .save = save,
                                          .finalize = finalize};
 
-LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_DESCRIPTOR(
-        .name = "tensorboard",
-        .summary =
-            "every metrics.csv row as TensorBoard scalars, and the config "
-            "as text, in RUN_DIR/events.out.tfevents.<time>.<host>",
-        .options = options, .create = create, .destroy = destroy,
-        .check_state = check_state, .logger = &logger_ops);
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = BUNDLED_PLUGIN(
+    "tensorboard",
+    "every metrics.csv row as TensorBoard scalars, and the config "
+    "as text, in RUN_DIR/events.out.tfevents.<time>.<host>",
+    destroy, check_state, .logger = &logger_ops);
