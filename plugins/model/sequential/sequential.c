@@ -13,12 +13,13 @@
  * so that a layer that does not fit is a config error before anything is
  * trained. Parameters are named as torch names nn.Sequential's: the index
  * of the layer, counting every layer, then weight or bias ("0.weight",
- * "3.bias"); batch norm keeps running_mean, running_var and
- * num_batches_tracked as checkpointed state under the same names. Initial
- * values are torch's defaults (kaiming_uniform_(a = sqrt(5)) for weights,
- * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the norms 1 and 0), drawn
- * from the run's generator in parameter order, or read from a file (a
- * .safetensors by name, through lk_host_load_params, or raw f32).
+ * "3.bias"; in a block, a nested one's: "3.1.weight", graph.c); batch norm
+ * keeps running_mean, running_var and num_batches_tracked as checkpointed state
+ * under the same names. Initial values are torch's defaults (kaiming_uniform_(a
+ * = sqrt(5)) for weights, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the
+ * norms 1 and 0), drawn from the run's generator in parameter order, or read
+ * from a file (a .safetensors by name, through lk_host_load_params, or raw
+ * f32).
  *
  * Every layer is the layer kit's (loopkit/nn.h), on the run's threads:
  * results are the same bit for bit at any thread count and from run to
@@ -711,7 +712,9 @@ static const lk_option options[] = {
      "e.g. conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten, "
      "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
      "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
-     "linear, embedding (see loopkit.ini(5))",
+     "linear, embedding; branches: @NAME marks the current tensor, "
+     "add(@NAME) and cat(@NAME) join it, a section's name inserts its own "
+     "layers list as a block (see loopkit.ini(5))",
      NULL},
     {"block_size", LK_OPT_INT, "0",
      "the model: the length of the token sequences its first layer, an "

@@ -11,9 +11,29 @@
  * in_features, num_features, normalized_shape), is inferred from the layer
  * before: it may be given by keyword only, and is then checked.
  *
+ * Networks that branch, in the same line:
+ *
+ *   @NAME         marks the current tensor as NAME (no index: no layer)
+ *   add(@NAME)    the marked tensor added to the current one (one shape)
+ *   cat(@NAME)    the current tensor and the marked one along dimension 1
+ *                 (a sample's first: channels), the current first
+ *   SECTION       a section's name: its own layers list as a nested block,
+ *                 fresh parameters each use, named as torch names a
+ *                 nested nn.Sequential ("3.1.weight"); its marks are its
+ *                 own (graph.c expands it)
+ *
+ *   [res64]
+ *   layers = @in, conv2d(64, 3, padding=1, bias=false), batchnorm2d, relu,
+ *            conv2d(64, 3, padding=1, bias=false), batchnorm2d, add(@in),
+ *            relu
+ *   [sequential]
+ *   layers = conv2d(64, 3, padding=1), batchnorm2d, relu, res64, res64,
+ *            maxpool2d(2), flatten, linear(10)
+ *
  * This file only splits the list: it turns the text into an array of
- * seq_layer and says what is wrong with it, naming the option, the
- * layer's index and its text. Sizes are checked against the data where the
+ * seq_layer (a layer, a mark or a block's section, seq_item) and says
+ * what is wrong with it, naming the option, the layer's index and its
+ * text. Sizes are checked against the data where the
  * network is built (sequential.c). */
 #ifndef LK_SEQUENTIAL_SPEC_H
 #define LK_SEQUENTIAL_SPEC_H
