@@ -82,6 +82,18 @@ expect 0 ' 1 +add +\[1, 8, 8\]' "add and cat of the data itself and of the tenso
 check "... cat of a tensor with itself: [2, 8, 8]" grep -Eq ' 2 +cat +\[2, 8, 8\]' "$T/out"
 expect 0 '^gradcheck: passed' "... and gradcheck passes" -- gradcheck "$T/self.ini"
 
+# A ReLU whose output is marked and taken by add stays a layer of its own:
+# not folded into the max-pool after it (whose input would then be the
+# ReLU's input). A second ReLU, which the max-pool takes in, gives the same
+# values: the same losses to the bit.
+net keep '' 'conv2d(2, 3, padding=1), relu, @r, maxpool2d(3, stride=1, padding=1), add(@r), flatten, linear(10)'
+net fold '' 'conv2d(2, 3, padding=1), relu, @r, relu, maxpool2d(3, stride=1, padding=1), add(@r), flatten, linear(10)'
+expect 0 'trained 2 steps' "a marked ReLU before a max-pool trains" -- train "$T/keep.ini" --out "$T/keep" --quiet
+expect 0 'trained 2 steps' "... as does the same net with a ReLU to fold" -- train "$T/fold.ini" --out "$T/fold" --quiet
+check "... the same losses: the marked ReLU was not folded" sh -c "cut -d, -f1,3 '$T/keep/metrics.csv' >'$T/l1' && cut -d, -f1,3 '$T/fold/metrics.csv' | cmp -s - '$T/l1'"
+# resumed: the block's section comes back from config.ini
+expect 0 'trained 4 steps' "a resumed branching net trains on" -- train "$T/ex/config.ini" --resume "$T/ex/checkpoints/last.ckpt" --set loop.max_steps=4 --quiet
+
 # ---- 4. errors: exit 2, the layer's index and text, no run directory -----
 
 refused() { # DESC PATTERN BLOCKS LAYERS
