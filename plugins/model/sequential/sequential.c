@@ -133,9 +133,9 @@ static int infer(lk_host *host, size_t i, seq_layer *sl, int n_in,
   return 0;
 }
 
-/* The parameters and buffers layer I's table declares, named as torch's
+/* The parameters and buffers node SL's table declares, named as torch's
  * nn.Sequential names them ("3.weight"), then what it keeps. */
-static int add_params(seq *m, size_t i, seq_layer *sl) {
+static int add_params(seq *m, seq_layer *sl) {
   lk_layer *l = &sl->l;
   lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
   int n = l->type->tensors ? l->type->tensors(l, t) : 0;
@@ -266,7 +266,7 @@ static int build(seq *m, const lk_sample_shape *sh) {
   seq_graph_link(m); /* the uses of each output: fusion needs one */
   for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
     seq_layer *sl = &m->layers[i], *prev = i ? &m->layers[i - 1] : NULL;
-    rc = add_params(m, i, sl);
+    rc = add_params(m, sl);
     sl->grad_in = params_before;
     params_before |= has_params(&sl->l);
     /* a ReLU whose output another node takes too (marked) stays */
