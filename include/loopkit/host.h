@@ -106,6 +106,19 @@ LK_API int lk_host_add_buffer(lk_host *host, const char *name, lk_dtype dtype,
 LK_API int lk_host_add_layer(lk_host *host, const char *name, const char *type,
                              size_t ndim, const size_t *out);
 
+/* Since ABI 1.6, only during create: the value of KEY in config section
+ * SECTION, a section of the plugin's own that no plugin instance owns (a
+ * network's block: sequential's [res64] with its layers key), into *VALUE,
+ * and where it was given ("FILE:LINE" or the --set) into *WHERE (NULL: not
+ * wanted); both live as long as the run's config. LK_ENOTFOUND when the
+ * section has no KEY; LK_EINVAL for [loop], [plugins] or a plugin
+ * instance's section. A section read so is the plugin's: the run accepts
+ * it (a section nothing owns is refused), refuses a key of it that no
+ * plugin read, naming it, and config.ini records every key read. */
+LK_API int lk_host_section_value(lk_host *host, const char *section,
+                                 const char *key, const char **value,
+                                 const char **where);
+
 /* Since ABI 1.4: fills every parameter THIS plugin has added (call it in
  * create, after adding them) from the safetensors file PATH, by name.
  * Refused, naming the file and the tensor: a parameter the file lacks, a

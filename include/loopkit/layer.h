@@ -195,7 +195,8 @@ struct lk_layer_type {
 /* ---- the registry and the instances ------------------------------------- */
 
 /* The built-in types: COUNT of them, I-th, and by name, any case (NAME of
- * LEN bytes; NULL when unknown). */
+ * LEN bytes; NULL when unknown). COUNT and I-th list the layers of one
+ * input (a chain's); those of two, add and cat, are found by name. */
 LK_API size_t lk_layer_count(void);
 LK_API const lk_layer_type *lk_layer_at(size_t i);
 LK_API const lk_layer_type *lk_layer_find(const char *name, size_t len);

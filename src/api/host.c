@@ -61,6 +61,47 @@ int lk_host_add_layer(lk_host *host, const char *name, const char *type,
                               ndim, out);
 }
 
+/* Whether SECTION is the run's own or a plugin instance's. */
+static bool owned_section(const lk__env *env, const char *section) {
+  if (!strcmp(section, "loop") || !strcmp(section, "plugins"))
+    return true;
+  for (size_t k = 0; k < env->reg.n; k++)
+    if (!strcmp(env->reg.all[k]->name, section))
+      return true;
+  return false;
+}
+
+int lk_host_section_value(lk_host *host, const char *section, const char *key,
+                          const char **value, const char **where) {
+  lk__env *env = host->env;
+  if (env->tensors.sealed || !env->src_cfg)
+    return lk__err(LK_ESTATE,
+                   "plugin %s: lk_host_section_value is only for create",
+                   host->inst->label);
+  if (!section || !*section || !key || !*key || !value)
+    return lk__err(LK_EINVAL,
+                   "plugin %s: lk_host_section_value needs a section, a key "
+                   "and somewhere to put the value",
+                   host->inst->label);
+  if (owned_section(env, section))
+    return lk__err(LK_EINVAL,
+                   "plugin %s: section [%s] is %s, not one to read as its own",
+                   host->inst->label, section,
+                   strcmp(section, "loop") && strcmp(section, "plugins")
+                       ? "a plugin's options"
+                       : "the run's");
+  const lk_config_entry *e = lk_config_find(env->src_cfg, section, key);
+  if (!e)
+    return lk__err(LK_ENOTFOUND, "no key %s in section [%s]", key, section);
+  int rc = lk__claims_add(&env->claims, section, key);
+  if (rc != 0)
+    return rc;
+  *value = e->value;
+  if (where)
+    *where = e->where;
+  return 0;
+}
+
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,
                              size_t n) {
   lk__tensors *ts = &host->env->tensors;

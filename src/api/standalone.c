@@ -34,6 +34,7 @@ static void free_env(lk__env *env) {
   lk__registry_free(&env->reg);
   lk__tensors_free(&env->tensors); /* the params are borrowed */
   lk__model_layers_free(&env->layers);
+  lk__claims_free(&env->claims);
   free(env);
 }
 

@@ -5,6 +5,7 @@
 #ifndef LK_ENV_H
 #define LK_ENV_H
 
+#include "claims.h"
 #include "modellayers.h"
 #include "registry.h"
 #include "tensors.h"
@@ -19,6 +20,7 @@ struct lk__env {
   lk__registry reg;
   lk__tensors tensors;
   lk__model_layers layers; /* lk_host_add_layer: for the model's summary */
+  lk__claims claims;       /* lk_host_section_value: sections plugins read */
   lk_rng rng;
   uint64_t seed;
   int rank, world; /* from the strategy: 0 and 1 without one */

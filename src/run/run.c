@@ -65,6 +65,7 @@ void lk_run_free(lk_run *run) {
   lk__registry_free(&run->env.reg);
   lk__tensors_free(&run->env.tensors);
   lk__model_layers_free(&run->env.layers);
+  lk__claims_free(&run->env.claims);
   lk_config_free(run->cfg);
   lk__rundir_close(&run->rd);
   free(run->set_effects);

@@ -293,15 +293,43 @@ static const lk__config_override *orphaned_by(const lk__registry *reg,
   return NULL;
 }
 
-/* Every section must be [loop], [plugins] or a named plugin's; one an
+/* The keys plugins read of SECTION (lk_host_section_value), for a
+ * message. */
+static const char *claimed_keys(const lk__claims *c, const char *section) {
+  static _Thread_local char buf[256];
+  size_t used = 0;
+  buf[0] = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (strcmp(c->v[i].section, section))
+      continue;
+    int w = snprintf(buf + used, sizeof buf - used, "%s%s", used ? ", " : "",
+                     c->v[i].key);
+    if (w > 0 && (size_t)w < sizeof buf - used)
+      used += (size_t)w;
+  }
+  return buf;
+}
+
+/* Every section must be [loop], [plugins], a named plugin's or one a
+ * plugin read as its own (lk_host_section_value); one an
  * override left unused (orphaned_by) is noted. */
 static int check_sections(const lk_run *run, const lk_config *cfg) {
   const lk__registry *reg = &run->env.reg;
   const char *noted = NULL;
+  const lk__claims *claims = &run->env.claims;
   for (size_t i = 0; i < lk__config_count(cfg); i++) {
     const lk_config_entry *e = lk__config_at(cfg, i);
     if (known_section(reg, e->section) || (noted && !strcmp(noted, e->section)))
       continue;
+    if (lk__claimed(claims, e->section, NULL)) { /* a plugin's (a block) */
+      if (lk__claimed(claims, e->section, e->key))
+        continue;
+      return lk__err(LK_ECONFIG,
+                     "%s: unknown key %s in section [%s], which a plugin "
+                     "reads as its own: accepted keys: %s",
+                     e->where, e->key, e->section,
+                     claimed_keys(claims, e->section));
+    }
     const lk__config_override *o = orphaned_by(reg, cfg, e->section, 0);
     if (o) {
       const char *where = lk__config_section_where(cfg, e->section);
@@ -354,6 +382,13 @@ static int effective_config(lk_run *run, const lk_config *cfg) {
   for (size_t i = 0; i < reg->n && rc == 0; i++)
     if (!reg->all[i]->replica)
       rc = lk__options_export(reg->all[i]->opts, reg->all[i]->name, run->cfg);
+  /* the sections plugins read as their own (a network's blocks) */
+  for (size_t i = 0; i < run->env.claims.n && rc == 0; i++) {
+    const lk__claim *c = &run->env.claims.v[i];
+    const lk_config_entry *e = lk_config_find(cfg, c->section, c->key);
+    if (e)
+      rc = lk_config_put(run->cfg, c->section, c->key, e->value, e->where);
+  }
   return rc == 0 ? lk__optim_export(run, cfg, run->cfg) : rc;
 }
 

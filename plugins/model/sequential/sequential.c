@@ -13,12 +13,13 @@
  * so that a layer that does not fit is a config error before anything is
  * trained. Parameters are named as torch names nn.Sequential's: the index
  * of the layer, counting every layer, then weight or bias ("0.weight",
- * "3.bias"); batch norm keeps running_mean, running_var and
- * num_batches_tracked as checkpointed state under the same names. Initial
- * values are torch's defaults (kaiming_uniform_(a = sqrt(5)) for weights,
- * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the norms 1 and 0), drawn
- * from the run's generator in parameter order, or read from a file (a
- * .safetensors by name, through lk_host_load_params, or raw f32).
+ * "3.bias"; in a block, a nested one's: "3.1.weight", graph.c); batch norm
+ * keeps running_mean, running_var and num_batches_tracked as checkpointed state
+ * under the same names. Initial values are torch's defaults (kaiming_uniform_(a
+ * = sqrt(5)) for weights, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for biases; the
+ * norms 1 and 0), drawn from the run's generator in parameter order, or read
+ * from a file (a .safetensors by name, through lk_host_load_params, or raw
+ * f32).
  *
  * Every layer is the layer kit's (loopkit/nn.h), on the run's threads:
  * results are the same bit for bit at any thread count and from run to
@@ -41,27 +42,7 @@
 #include <loopkit/nn.h>
 
 #include "bundled.h"
-#include "loss.h"
-#include "model_common.h"
-#include "sequential_lr.h"
-#include "sequential_spec.h"
-
-typedef struct seq {
-  seq_what what; /* SEQ_WHAT_MODEL (sequential_lr.h) */
-  lk_host *host;
-  lk_nn *nn;
-  char *text; /* the layers option, which the layers' texts point into */
-  size_t n_layers, classes, max_numel;
-  bool tokens;      /* the samples are tokens, i32 [T], into an embedding */
-  bool lm;          /* a target at every token: a language model */
-  size_t positions; /* logit rows a sample: T of a language model, else 1 */
-  seq_layer *layers;
-  float *grad[2]; /* [cap, max_numel]: dL/d(activation), ping-pong */
-  size_t cap;     /* batch size the buffers hold; they only grow */
-  size_t ready;   /* batch size of the training step backward may use, or 0 */
-  model_scores scores; /* top-k and F1 */
-  seq_loss loss;       /* loss.c: the loss option */
-} seq;
+#include "graph.h"
 
 static const char *kind_name(const seq_layer *l) {
   return l->l.type->name;
@@ -76,9 +57,11 @@ static bool passes(const seq_layer *l) {
 
 static void free_buffers(seq *m) {
   for (size_t i = 0; m->layers && i < m->n_layers; i++) {
-    if (!passes(&m->layers[i]))
+    if (!passes(&m->layers[i])) {
       free(m->layers[i].y);
-    m->layers[i].y = NULL;
+      free(m->layers[i].g);
+    }
+    m->layers[i].y = m->layers[i].g = NULL;
   }
   free(m->grad[0]);
   free(m->grad[1]);
@@ -95,6 +78,9 @@ static void destroy(void *self) {
     lk_layer_free(&m->layers[i].l);
   free(m->layers);
   free(m->text);
+  for (size_t i = 0; i < m->n_texts; i++)
+    free(m->texts[i]);
+  free(m->texts);
   lk_nn_free(m->nn);
   model_scores_free(&m->scores);
   seq_loss_free(&m->loss);
@@ -103,10 +89,12 @@ static void destroy(void *self) {
 
 /* ---- building the network from the data's sample shape ------------------ */
 
-/* "layers: layer I (KIND): ..." with the shapes the layer gets. */
+/* "layers: layer I (KIND): ..." with the shapes the layer gets; I is the
+ * node's name ("3", "3.1"), KIND its type, and in a block or of a join its
+ * text too. */
 #define SHAPE_FAIL(host, i, l, fmt, ...)                                       \
-  lk_fail(host, LK_ECONFIG, "layers: layer %zu (%s): " fmt, (i), kind_name(l), \
-          __VA_ARGS__)
+  ((void)(i), lk_fail(host, LK_ECONFIG, "layers: layer %s (%s): " fmt,         \
+                      (l)->name, (l)->desc, __VA_ARGS__))
 
 /* The most values one sample of a layer's input or output may hold: the
  * kit's sizes are ints, and a batch multiplies them again. */
@@ -123,8 +111,9 @@ static bool numel(const lk_layer_shape *s, size_t *out) {
   return true;
 }
 
-/* The output shape of layer I from its input shape IN, by its table. */
-static int infer(lk_host *host, size_t i, seq_layer *sl,
+/* The output shape of layer I from its N_IN input shapes IN, by its
+ * table. */
+static int infer(lk_host *host, size_t i, seq_layer *sl, int n_in,
                  const lk_layer_shape *in) {
   char a[64], b[64];
   size_t count = 0;
@@ -134,7 +123,7 @@ static int infer(lk_host *host, size_t i, seq_layer *sl,
                       "input %s: too large (%zu values a sample, more than "
                       "2^30)",
                       a, count);
-  if (lk_layer_infer(&sl->l, 1, in) != 0)
+  if (lk_layer_infer(&sl->l, n_in, in) != 0)
     return SHAPE_FAIL(host, i, sl, "%s", lk_last_error());
   if (!numel(&sl->l.out, &count) || count > SEQ_MAX_NUMEL)
     return SHAPE_FAIL(host, i, sl,
@@ -144,25 +133,23 @@ static int infer(lk_host *host, size_t i, seq_layer *sl,
   return 0;
 }
 
-/* The parameters and buffers layer I's table declares, named as torch's
+/* The parameters and buffers node SL's table declares, named as torch's
  * nn.Sequential names them ("3.weight"), then what it keeps. */
-static int add_params(seq *m, size_t i, seq_layer *sl) {
+static int add_params(seq *m, seq_layer *sl) {
   lk_layer *l = &sl->l;
   lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
   int n = l->type->tensors ? l->type->tensors(l, t) : 0;
   /* the layer itself, for loopkit summary: "3", its type, its output */
-  char at[24];
   size_t out[LK_MAX_DIMS];
   for (int d = 0; d < l->out.ndim; d++)
     out[d] = (size_t)l->out.d[d];
-  snprintf(at, sizeof at, "%zu", i);
-  int declared =
-      lk_host_add_layer(m->host, at, l->type->name, (size_t)l->out.ndim, out);
+  int declared = lk_host_add_layer(m->host, sl->name, l->type->name,
+                                   (size_t)l->out.ndim, out);
   if (declared != 0)
     return declared;
   for (int k = 0; k < n; k++) {
-    char name[64];
-    snprintf(name, sizeof name, "%zu.%.31s", i, t[k].name);
+    char name[96];
+    snprintf(name, sizeof name, "%s.%.31s", sl->name, t[k].name);
     size_t nd = (size_t)t[k].ndim;
     /* buffers go out and in by torch's names (lk_host_add_buffer) */
     int rc =
@@ -177,8 +164,8 @@ static int add_params(seq *m, size_t i, seq_layer *sl) {
     l->n_t = k + 1;
   }
   if (lk_layer_bind(l) != 0)
-    return lk_fail(m->host, LK_ENOMEM, "layer %zu (%s): %s", i, kind_name(sl),
-                   lk_last_error());
+    return lk_fail(m->host, LK_ENOMEM, "layer %s (%s): %s", sl->name,
+                   kind_name(sl), lk_last_error());
   return 0;
 }
 
@@ -255,9 +242,13 @@ static int build(seq *m, const lk_sample_shape *sh) {
   m->lm = m->tokens && sh->y_dtype == LK_I32 && sh->y_ndim == 1 &&
           sh->y_shape[0] == sh->x_shape[0];
   shape.tokens = m->lm ? sh->n_classes : 0;
+  const lk_layer_shape data = shape;
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *sl = &m->layers[i];
-    int rc = infer(m->host, i, sl, &shape);
+    lk_layer_shape in[2];
+    for (int k = 0; k < 2; k++)
+      in[k] = sl->in[k] < 0 ? data : m->layers[sl->in[k]].l.out;
+    int rc = infer(m->host, i, sl, sl->ref ? 2 : 1, in);
     if (rc != 0)
       return rc;
     shape = sl->l.out;
@@ -272,14 +263,16 @@ static int build(seq *m, const lk_sample_shape *sh) {
                : seq_loss_shape(m->host, &m->loss, sh, shape.d, shape.ndim,
                                 &m->classes);
   bool params_before = false;
+  seq_graph_link(m); /* the uses of each output: fusion needs one */
   for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
-    seq_layer *sl = &m->layers[i];
-    rc = add_params(m, i, sl);
+    seq_layer *sl = &m->layers[i], *prev = i ? &m->layers[i - 1] : NULL;
+    rc = add_params(m, sl);
     sl->grad_in = params_before;
     params_before |= has_params(&sl->l);
-    if (i > 0 && sl->l.type->fuse_prev &&
-        sl->l.type->fuse_prev(&sl->l, &m->layers[i - 1].l))
-      m->layers[i - 1].l.done_by_next = true;
+    /* a ReLU whose output another node takes too (marked) stays */
+    if (prev && prev->uses == 1 && sl->in[0] == (int)i - 1 &&
+        sl->l.type->fuse_prev && sl->l.type->fuse_prev(&sl->l, &prev->l))
+      prev->l.done_by_next = true;
   }
   return rc;
 }
@@ -358,7 +351,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
     return lk_fail(host, LK_ENOMEM, "out of memory");
   m->host = host;
   rc = (m->text = strdup(lk_opt_string(o, "layers")))
-           ? seq_parse(host, m->text, &m->layers, &m->n_layers)
+           ? seq_graph_expand(m)
            : lk_fail(host, LK_ENOMEM, "out of memory");
   if (rc == 0)
     rc = seq_loss_init(host, o, &m->loss);
@@ -435,6 +428,13 @@ static int reserve(seq *m, size_t n) {
   }
   for (int k = 0; k < 2; k++)
     ok = (m->grad[k] = model_alloc(n, m->max_numel)) && ok;
+  for (size_t i = 0; m->graph && i < m->n_layers; i++) {
+    seq_layer *sl = &m->layers[i]; /* a graph's: a gradient a node */
+    if (!passes(sl))
+      ok = (sl->g = model_alloc(n, sl->l.out_numel)) && ok;
+    else
+      sl->g = sl->in[0] >= 0 ? m->layers[sl->in[0]].g : NULL;
+  }
   if (!ok) {
     free_buffers(m);
     return lk_fail(m->host, LK_ENOMEM, "out of memory for a batch of %zu", n);
@@ -446,8 +446,9 @@ static int reserve(seq *m, size_t n) {
 /* ---- forward and backward, layer by layer ------------------------------- */
 
 static int kit_failed(seq *m, size_t i, const seq_layer *l) {
-  return lk_fail(m->host, LK_EPLUGIN, "layer %zu (%s): %s", i, kind_name(l),
-                 lk_last_error());
+  (void)i;
+  return lk_fail(m->host, LK_EPLUGIN, "layer %s (%s): %s", l->name,
+                 kind_name(l), lk_last_error());
 }
 
 /* x: f32 samples, or i32 [B, T] tokens. */
@@ -502,14 +503,14 @@ static int layers_forward(seq *m, const lk_batch *b, bool training) {
   lk_rng *rng = lk_host_rng(m->host);
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *sl = &m->layers[i];
+    const float *in[2] = {seq_input(m, sl, 0, x),
+                          sl->ref ? seq_input(m, sl, 1, x) : NULL};
     if (passes(sl)) { /* the same memory, another shape */
-      sl->y = (float *)x;
+      sl->y = (float *)in[0];
       continue;
     }
-    const float *in[1] = {x};
     if (sl->l.type->forward(&sl->l, m->nn, sl->y, in, n, training, rng) != 0)
       return kit_failed(m, i, sl);
-    x = sl->y;
   }
   return 0;
 }
@@ -614,6 +615,37 @@ static const lk_step_ops step_ops = {.training_step = training_step,
                                      .predict_step = predict_step,
                                      .evaluation_end = evaluation_end};
 
+/* A graph's backward: every node's gradient zeroed, the loss's into the
+ * last's, then each node from the last adds into its inputs' (a tensor
+ * several nodes take gets all of theirs). */
+static int backward_graph(seq *m, const lk_batch *b, double scale) {
+  int n = (int)b->size;
+  for (size_t i = 0; i < m->n_layers; i++)
+    if (!passes(&m->layers[i]) && m->layers[i].g)
+      memset(m->layers[i].g, 0,
+             (size_t)n * m->layers[i].l.out_numel * sizeof(float));
+  seq_layer *last = &m->layers[m->n_layers - 1];
+  int rows = n * (int)m->positions;
+  double loss;
+  int rc =
+      seq_loss_run(m->host, &m->loss, m->nn, last->y, b->y.data, (size_t)rows,
+                   m->classes, (float)scale, last->g, &loss, NULL);
+  for (size_t i = m->n_layers; rc == 0 && i-- > 0;) {
+    seq_layer *sl = &m->layers[i];
+    if (passes(sl) || !sl->need)
+      continue; /* a view's or fused layer's gradient is its input's */
+    const float *x[2] = {seq_input(m, sl, 0, b->x.data),
+                         sl->ref ? seq_input(m, sl, 1, b->x.data) : NULL};
+    float *dx[2] = {NULL, NULL};
+    for (int k = 0; k < (sl->ref ? 2 : 1); k++)
+      if (sl->in[k] >= 0 && m->layers[sl->in[k]].need)
+        dx[k] = m->layers[sl->in[k]].g;
+    if (sl->l.type->backward(&sl->l, m->nn, dx, sl->g, x, sl->y, n) != 0)
+      return kit_failed(m, i, sl);
+  }
+  return rc;
+}
+
 /* From the logits the training step left back through every layer; the
  * first layer's input gradient is never needed. */
 static int backward(void *self, const lk_batch *b, double scale) {
@@ -621,6 +653,8 @@ static int backward(void *self, const lk_batch *b, double scale) {
   int rc = model_check_ready(m->host, m->ready, b->size);
   if (rc != 0)
     return rc;
+  if (m->graph)
+    return backward_graph(m, b, scale);
   int n = (int)b->size;
   seq_layer *last = &m->layers[m->n_layers - 1];
   float *d = m->grad[0], *spare = m->grad[1];
@@ -678,7 +712,9 @@ static const lk_option options[] = {
      "e.g. conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten, "
      "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
      "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
-     "linear, embedding (see loopkit.ini(5))",
+     "linear, embedding; branches: @NAME marks the current tensor, "
+     "add(@NAME) and cat(@NAME) join it, a section's name inserts its own "
+     "layers list as a block (see loopkit.ini(5))",
      NULL},
     {"block_size", LK_OPT_INT, "0",
      "the model: the length of the token sequences its first layer, an "

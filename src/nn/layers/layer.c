@@ -25,6 +25,13 @@ static const lk_layer_type *const builtin[] = {
 
 #define N_BUILTIN (sizeof builtin / sizeof *builtin)
 
+/* The layers of several inputs, a network's joins (sequential's
+ * add(@NAME), cat(@NAME)): found by name, not listed by lk_layer_at,
+ * which lists the layers of a chain. */
+extern const lk_layer_type lk__layer_add, lk__layer_cat;
+static const lk_layer_type *const joins[] = {&lk__layer_add, &lk__layer_cat};
+#define N_JOINS (sizeof joins / sizeof *joins)
+
 size_t lk_layer_count(void) {
   return N_BUILTIN;
 }
@@ -42,6 +49,9 @@ const lk_layer_type *lk_layer_find(const char *name, size_t len) {
   for (size_t i = 0; name && i < N_BUILTIN; i++)
     if (word_is(name, name + len, builtin[i]->name))
       return builtin[i];
+  for (size_t i = 0; name && i < N_JOINS; i++)
+    if (word_is(name, name + len, joins[i]->name))
+      return joins[i];
   return NULL;
 }
 
@@ -362,6 +372,10 @@ static const lk_layer_type *named(const char *p, const char *end,
     size_t used = strlen(known);
     snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
              builtin[i]->name);
+  }
+  for (size_t i = 0; i < N_JOINS; i++) {
+    size_t used = strlen(known);
+    snprintf(known + used, sizeof known - used, ", %s(@NAME)", joins[i]->name);
   }
   lk__err(LK_ECONFIG, "unknown layer %.*s; expected one of %s", (int)(e - p), p,
           known);
