@@ -6,7 +6,8 @@
  * a comma list of layers, each a name (torch's class name, any case) with
  * optional arguments in parentheses, positional then keyword, named as
  * torch's constructors name them (loopkit/layer.h: each layer type's table
- * of arguments, which lk_layer_parse reads one layer with). The first
+ * of arguments, which lk_host_parse_layer reads one layer with, the
+ * built-ins and the layer plugins of [plugins] layers alike). The first
  * argument of torch's constructors, the size of the input (in_channels,
  * in_features, num_features, normalized_shape), is inferred from the layer
  * before: it may be given by keyword only, and is then checked.
@@ -101,7 +102,7 @@ static inline int seq_parse(lk_host *host, const char *text, seq_layer **out,
     }
     s->text = p;
     s->text_len = (int)(te - p);
-    if (lk_layer_parse(&s->l, p, (size_t)(te - p)) != 0)
+    if (lk_host_parse_layer(host, &s->l, p, (size_t)(te - p)) != 0)
       return lk_fail(host, LK_ECONFIG, "layers: layer %zu \"%.*s\": %s", count,
                      s->text_len, p, lk_last_error());
     *n = ++count;
