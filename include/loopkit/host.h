@@ -118,6 +118,19 @@ LK_API int lk_host_add_layer(lk_host *host, const char *name, const char *type,
 LK_API int lk_host_section_value(lk_host *host, const char *section,
                                  const char *key, const char **value,
                                  const char **where);
+/* Since ABI 1.6: the layer type (loopkit/layer.h) NAME [LEN] names, in any
+ * case: a built-in (lk_layer_find), else a layer of the layer plugins the
+ * run's `[plugins] layers` lists (the host's checked copy of its table,
+ * valid while the run lasts). NULL when none. */
+struct lk_layer_type;
+struct lk_layer;
+LK_API const struct lk_layer_type *
+lk_host_find_layer(lk_host *host, const char *name, size_t len);
+/* Since ABI 1.6: lk_layer_parse of TEXT [LEN] ("silu", "conv2d(32, 3)")
+ * into L, its type found by lk_host_find_layer; an unknown name is an
+ * LK_ECONFIG that lists every layer name the run knows. */
+LK_API int lk_host_parse_layer(lk_host *host, struct lk_layer *l,
+                               const char *text, size_t len);
 
 /* Since ABI 1.4: fills every parameter THIS plugin has added (call it in
  * create, after adding them) from the safetensors file PATH, by name.

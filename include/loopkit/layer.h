@@ -10,7 +10,10 @@
  *
  * The built-in tables live in libloopkit (src/nn/layers/, one file per
  * layer, one registration line each in src/nn/layers/list.h); any model
- * finds them by name with lk_layer_find. A consumer (sequential) uses an
+ * finds them by name with lk_layer_find. Since ABI 1.6 a plugin of kind
+ * layers (loopkit/plugin.h) gives more, which a model finds with
+ * lk_host_find_layer (or parses with lk_host_parse_layer), built-ins and
+ * plugins' alike. A consumer (sequential) uses an
  * instance, lk_layer, in this order:
  *
  *   lk_layer_parse     the text "conv2d(32, 3, padding=1)": type and args
@@ -212,6 +215,11 @@ LK_API int lk_layer_fail(int code, const char *fmt, ...)
  * its type, its args (defaults filled) and its state (zeroed). On failure
  * L holds nothing to free; messages such as "conv2d needs kernel_size". */
 LK_API int lk_layer_parse(lk_layer *l, const char *text, size_t len);
+/* Since ABI 1.6: lk_layer_parse of TEXT [LEN] whose name is TYPE's (any
+ * case), a type found elsewhere than among the built-ins (a layer plugin's,
+ * lk_host_find_layer). */
+LK_API int lk_layer_parse_as(lk_layer *l, const lk_layer_type *type,
+                             const char *text, size_t len);
 /* The args of TYPE from ARGS [LEN], the text between the parentheses,
  * into VALUES [LK_LAYER_MAX_ARGS]. */
 LK_API int lk_layer_parse_args(const lk_layer_type *type, const char *args,

@@ -371,6 +371,23 @@ typedef struct lk_logger_ops {
   int (*finalize)(void *self, const char *status);
 } lk_logger_ops;
 
+/* layers (since ABI 1.6): layer types for networks described in a config
+ * (sequential's `layers = ...`), each one table, lk_layer_type
+ * (loopkit/layer.h). TYPES is a NULL-terminated array of them, at most
+ * LK_LAYERS_MAX. `[plugins] layers = NAME, ...` loads such plugins for the
+ * run; their layer names are then usable as the built-ins' are, in any
+ * case, and one named like a built-in or like another plugin's is a config
+ * error. The host checks every table before it uses one (its size, a name
+ * [A-Za-z_][A-Za-z0-9_]*, forward and backward, the inputs, the argument
+ * table, every pointer inside the plugin) and keeps its own copy of it,
+ * zero past the table's size. Unlike the other kinds' tables, this one
+ * holds data, not entries; a plugin of this kind needs no create. */
+#define LK_LAYERS_MAX 64
+struct lk_layer_type;
+typedef struct lk_layers_ops {
+  const struct lk_layer_type *const *types;
+} lk_layers_ops;
+
 /* ---- the descriptor ----------------------------------------------------- */
 
 typedef struct lk_descriptor {
@@ -407,6 +424,7 @@ typedef struct lk_descriptor {
    * state needs no check (any finite value is valid). */
   int (*check_state)(void *self);
   const lk_logger_ops *logger; /* since ABI 1.5 */
+  const lk_layers_ops *layers; /* since ABI 1.6 */
   /* new kinds and entries go here, at the end */
 } lk_descriptor;
 

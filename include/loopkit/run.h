@@ -25,6 +25,11 @@ LK_API int lk_plugin_open(const char *name, lk_plugin **out);
 LK_API void lk_plugin_close(lk_plugin *p);
 LK_API const lk_descriptor *lk_plugin_desc(const lk_plugin *p);
 LK_API const char *lk_plugin_path(const lk_plugin *p);
+/* A layers plugin's I-th layer type (since ABI 1.6), the host's checked
+ * copy of its table (loopkit/layer.h); NULL past the last or when P has
+ * none. */
+LK_API const struct lk_layer_type *lk_plugin_layer(const lk_plugin *p,
+                                                   size_t i);
 
 /* "step,backward" — the kinds P implements, into BUF. */
 LK_API const char *lk_plugin_kinds(const lk_plugin *p, char *buf, size_t len);

@@ -3,11 +3,14 @@
  * environment (env.h): instances, tensors, generator and processes, and,
  * inside a training run, the run; outside one (lk_optimizer_open) what
  * needs a run answers as a run that has not started would. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "layertypes.h"
+#include "loopkit/layer.h"
 #include "loopkit/nn.h"
 #include "manual.h"
 
@@ -100,6 +103,32 @@ int lk_host_section_value(lk_host *host, const char *section, const char *key,
   if (where)
     *where = e->where;
   return 0;
+}
+
+const lk_layer_type *lk_host_find_layer(lk_host *host, const char *name,
+                                        size_t len) {
+  return lk__layers_find(host && host->env ? &host->env->reg : NULL, name, len);
+}
+
+int lk_host_parse_layer(lk_host *host, lk_layer *l, const char *text,
+                        size_t len) {
+  if (!l || !text)
+    return lk__err(LK_EINVAL, "lk_host_parse_layer: NULL argument");
+  const char *end = text + len, *p = text;
+  while (p < end && isspace((unsigned char)*p))
+    p++;
+  const char *e = p;
+  while (e < end && (isalnum((unsigned char)*e) || *e == '_'))
+    e++;
+  const lk_layer_type *t = lk_host_find_layer(host, p, (size_t)(e - p));
+  if (t)
+    return lk_layer_parse_as(l, t, text, len);
+  char known[1024];
+  memset(l, 0, sizeof *l);
+  return lk__err(LK_ECONFIG, "unknown layer %.*s; expected one of %s",
+                 (int)(e - p), p,
+                 lk__layers_names(host && host->env ? &host->env->reg : NULL,
+                                  known, sizeof known));
 }
 
 int lk_host_add_param_states(lk_host *host, const char *prefix, lk_tensor **out,

@@ -66,6 +66,8 @@ static const char *kind_list(void) {
 }
 
 static const cli_new_kind *find_kind(const char *name) {
+  if (strcmp(name, "layer") == 0) /* as one says it: a layer, of kind layers */
+    name = "layers";
   for (const cli_new_kind *k = cli_new_kinds; k->kind; k++)
     if (strcmp(k->kind, name) == 0)
       return k;

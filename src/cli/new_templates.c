@@ -31,6 +31,9 @@ const cli_new_kind cli_new_kinds[] = {
     {"precision", "dynamic loss scaling, float16 overflow emulated", NULL},
     {"logger", "every metrics.csv row as a line of JSON, resumed in place",
      "data.csv"},
+    {"layers",
+     "SiLU, a layer for sequential, with an argument (or --kind layer)",
+     "features.csv"},
     {NULL, NULL, NULL}};
 
 const cli_new_template *cli_new_template_find(const char *name) {

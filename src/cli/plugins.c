@@ -1,15 +1,31 @@
 /* loopkit plugins, inspect, dump. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "config.h" /* LK_HAVE_MPI */
+#include "loopkit/layer.h"
 #include "loopkit/nn.h"
 
 typedef struct listing {
   int broken; /* plugins that cannot be loaded */
   int listed; /* lines of the table */
 } listing;
+
+/* A layers plugin's layers on one line, each with its arguments' names:
+ * "    layers: silu(beta), other". */
+static void list_layers(const lk_plugin *p) {
+  const lk_layer_type *t;
+  for (size_t i = 0; (t = lk_plugin_layer(p, i)); i++) {
+    printf("%s%s", i ? ", " : "    layers: ", t->name);
+    for (int k = 0; t->args && k < LK_LAYER_MAX_ARGS && t->args[k].name; k++)
+      printf("%s%s", k ? ", " : "(", t->args[k].name);
+    printf("%s", t->args && t->args[0].name ? ")" : "");
+  }
+  if (lk_plugin_layer(p, 0))
+    printf("\n");
+}
 
 static int list_one(void *user, const char *name, const char *path) {
   listing *l = user;
@@ -28,6 +44,7 @@ static int list_one(void *user, const char *name, const char *path) {
   printf("%-16s %-28s %-8s %s\n    %s\n", d->name,
          lk_plugin_kinds(p, kinds, sizeof kinds), d->version ? d->version : "?",
          path, d->summary ? d->summary : "");
+  list_layers(p);
   lk_plugin_close(p);
   return 0;
 }
@@ -80,6 +97,53 @@ int cli_plugins(int argc, char **argv) {
   return l.broken ? EXIT_FAILED : 0;
 }
 
+/* "real (0, inf)", "int [1, 16777216]", "word relu|gelu": A's type and
+ * range, into BUF. */
+static const char *layer_arg_type(const lk_layer_arg *a, char *buf,
+                                  size_t len) {
+  static const char *const names[] = {[LK_LAYER_INT] = "int",
+                                      [LK_LAYER_PAIR] = "pair",
+                                      [LK_LAYER_BOOL] = "bool",
+                                      [LK_LAYER_REAL] = "real",
+                                      [LK_LAYER_WORD] = "word"};
+  const char *name = names[a->type];
+  if (a->type == LK_LAYER_WORD)
+    snprintf(buf, len, "%s %s", name, a->choices);
+  else if (a->type == LK_LAYER_BOOL)
+    snprintf(buf, len, "%s", name);
+  else
+    snprintf(buf, len, "%s %c%.17g, %.17g%c", name,
+             a->flags & LK_LAYER_ARG_MIN_OPEN ? '(' : '[', a->min, a->max,
+             a->flags & LK_LAYER_ARG_MAX_OPEN || isinf(a->max) ? ')' : ']');
+  return buf;
+}
+
+/* A layers plugin's layers, each with its arguments as options are shown:
+ * name, type and range, default, help. */
+static void show_layers(const lk_plugin *p) {
+  const lk_layer_type *t = lk_plugin_layer(p, 0);
+  if (!t)
+    return;
+  printf("layers:\n");
+  for (size_t i = 0; (t = lk_plugin_layer(p, i)); i++) {
+    printf("  %s%s%s\n", t->name, t->summary ? ": " : "",
+           t->summary ? t->summary : "");
+    for (int k = 0; t->args && k < LK_LAYER_MAX_ARGS && t->args[k].name; k++) {
+      const lk_layer_arg *a = &t->args[k];
+      char type[128];
+      printf("    %-22s %-16s default %s%s\n", a->name,
+             layer_arg_type(a, type, sizeof type),
+             a->def                             ? a->def
+             : a->flags & LK_LAYER_ARG_REQUIRED ? "(required)"
+             : a->flags & LK_LAYER_ARG_INPUT    ? "(inferred)"
+                                                : "(none)",
+             a->flags & LK_LAYER_ARG_POSITIONAL ? "" : ", by keyword only");
+      if (a->help)
+        printf("        %s\n", a->help);
+    }
+  }
+}
+
 int cli_inspect(int argc, char **argv) {
   if (argc != 1) {
     cli_error("usage: loopkit inspect NAME");
@@ -117,6 +181,7 @@ int cli_inspect(int argc, char **argv) {
         printf("      %s\n", o->help);
     }
   }
+  show_layers(p);
   /* The host's own keys in the sections of these kinds (loopkit.ini(5),
    * PARAMETER GROUPS AND SEVERAL OPTIMIZERS). */
   if (strstr(kinds, "optimizer"))

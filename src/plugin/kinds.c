@@ -49,6 +49,8 @@ static const lk__entry logger_entries[] = {{"start", 5, false},
                                            {"log_metrics", 5, true},
                                            {"save", 5, false},
                                            {"finalize", 5, false}};
+/* Data, not a function: the loader checks it as such (loader.c). */
+static const lk__entry layers_entries[] = {{"types", 6, true}};
 
 #define N_OF(a) (sizeof a / sizeof a[0])
 
@@ -68,6 +70,8 @@ SAME_SIZE(callback, lk_callback_ops);
 SAME_SIZE(scheduler, lk_scheduler_ops);
 SAME_SIZE(precision, lk_precision_ops);
 SAME_SIZE(logger, lk_logger_ops);
+_Static_assert(sizeof(lk_layers_ops) == sizeof(any_fn),
+               "lk_layers_ops is one pointer, copied as an entry is");
 
 const lk__kind lk__kinds[LK__N_KINDS] = {
 #define LK__KIND_ROW(ID, NAME, ROLE, MANY, SINCE, DEF, CREATED, HELP)          \

@@ -70,7 +70,11 @@ typedef struct lk__entry {
     "and unscales the gradients (default: none)")                              \
   X(LOGGER, logger, "loggers", true, 5, NULL, 10,                              \
     "comma-separated logger plugins, each given every metrics.csv row "        \
-    "(default: none; tensorboard)")
+    "(default: none; tensorboard)")                                            \
+  X(LAYERS, layers, "layers", true, 6, NULL, 0,                                \
+    "comma-separated layer plugins, whose layers a network described in the "  \
+    "config (sequential's layers) may then name as it names the built-ins "    \
+    "(default: none)")
 
 typedef enum lk__kind_id {
 #define LK__KIND_ENUM(ID, ...) LK__KIND_##ID,

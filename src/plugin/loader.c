@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "kinds.h"
+#include "layertypes.h"
 #include "loader.h"
 #include "options.h"
 
@@ -32,6 +33,10 @@ struct lk_plugin {
    * entries that minor defines, NULL past them (lk__plugin_host_desc). */
   lk_descriptor host;
   lk__ops_copy ops;
+  /* A layers plugin's tables (since ABI 1.6), checked, the host's copies:
+   * zero past each table's size, and the reserved fields zero. */
+  lk_layer_type *layers;
+  size_t n_layers;
 };
 
 /* ---- What the host reads from a descriptor ----
@@ -324,7 +329,7 @@ static int check_functions(const segments *ss, const lk_descriptor *d,
                      "(it points outside the plugin, runs past the end of "
                      "its segment, or is misaligned)",
                      name, path, kind->name);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && k != LK__KIND_LAYERS; i++) { /* data */
       memcpy(&fn, ops + i * sizeof(any_fn), sizeof fn);
       if (!in_code(ss, fn))
         return lk__err(LK_ELOAD,
@@ -389,6 +394,168 @@ static int check_descriptor(const segments *ss, const void *d,
       (rc = check_options(ss, copy->options, minor, name, path)) != 0)
     return rc;
   return check_functions(ss, host, minor, name, path);
+}
+
+/* ---- A layers plugin's tables ----
+ *
+ * A layer table is data the host reads and code it calls: each one is
+ * checked as the descriptor is (every pointer into the plugin, strings
+ * ending inside their segment, functions in code) and then for what it
+ * says (layertypes.c), before the host takes its own copy. */
+
+/* The strings of argument A (K-th of layer I). */
+static int check_arg_strings(const segments *ss, const lk_layer_arg *a,
+                             size_t k, size_t i, const char *name,
+                             const char *path) {
+  const char *const fields[] = {"name", "default", "choices", "help"};
+  const char *const values[] = {a->name, a->def, a->choices, a->help};
+  for (size_t f = 0; f < 4; f++)
+    if (values[f] && check_string(ss, values[f]) != STR_OK)
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): layer %zu: argument %zu's %s is not a "
+                     "string in the plugin",
+                     name, path, i, k, fields[f]);
+  return 0;
+}
+
+/* Layer I's argument table: inside the plugin, ended by a NULL name within
+ * LK_LAYER_MAX_ARGS entries (or exactly that many). */
+static int check_layer_args(const segments *ss, const lk_layer_arg *args,
+                            size_t i, const char *name, const char *path) {
+  if (!args)
+    return 0;
+  if ((uintptr_t)args % _Alignof(lk_layer_arg) ||
+      !segment_of(ss, args, sizeof *args, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): layer %zu: args is not in the plugin (it "
+                   "points outside the plugin, or is misaligned)",
+                   name, path, i);
+  for (size_t k = 0; k < LK_LAYER_MAX_ARGS; k++) {
+    if (!segment_of(ss, &args[k], sizeof *args, false))
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): layer %zu: args has no terminator "
+                     "before the end of its segment",
+                     name, path, i);
+    if (!args[k].name)
+      return 0;
+    int rc = check_arg_strings(ss, &args[k], k, i, name, path);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+/* Layer I's functions: code, or NULL. */
+static int check_layer_code(const segments *ss, const lk_layer_type *t,
+                            size_t i, const char *name, const char *path) {
+  const struct {
+    const char *field;
+    size_t at;
+  } fns[] = {{"infer", offsetof(lk_layer_type, infer)},
+             {"tensors", offsetof(lk_layer_type, tensors)},
+             {"init", offsetof(lk_layer_type, init)},
+             {"bind", offsetof(lk_layer_type, bind)},
+             {"fuse_prev", offsetof(lk_layer_type, fuse_prev)},
+             {"reserve", offsetof(lk_layer_type, reserve)},
+             {"release", offsetof(lk_layer_type, release)},
+             {"forward", offsetof(lk_layer_type, forward)},
+             {"backward", offsetof(lk_layer_type, backward)}};
+  for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+    uintptr_t fn;
+    memcpy(&fn, (const char *)t + fns[f].at, sizeof fn);
+    if (!in_code(ss, fn))
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): layer %zu: %s points outside any "
+                     "loaded code",
+                     name, path, i, fns[f].field);
+  }
+  return 0;
+}
+
+/* Layer I, the table at T in the plugin, into the host's COPY. */
+static int check_layer(const segments *ss, const lk_layer_type *t,
+                       lk_layer_type *copy, size_t i, const char *name,
+                       const char *path) {
+  uint32_t size;
+  if ((uintptr_t)t % _Alignof(lk_layer_type) ||
+      !segment_of(ss, t, sizeof size, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): layer %zu: its table is not in the plugin "
+                   "(it points outside the plugin, or is misaligned)",
+                   name, path, i);
+  memcpy(&size, t, sizeof size);
+  if (size < LK__LAYER_TYPE_MIN_SIZE)
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): layer %zu: size %u is smaller than a "
+                   "layer table's %zu (set .size = LK_LAYER_TYPE_SIZE)",
+                   name, path, i, size, (size_t)LK__LAYER_TYPE_MIN_SIZE);
+  size_t len = size < sizeof *copy ? size : sizeof *copy;
+  if (!segment_of(ss, t, len, false))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): layer %zu: table of size %u runs past "
+                   "the end of its segment",
+                   name, path, i, size);
+  memset(copy, 0, sizeof *copy);
+  memcpy(copy, t, len);
+  copy->onnx = NULL; /* nothing the host reads from a plugin, yet */
+  memset(copy->reserved, 0, sizeof copy->reserved);
+  int rc;
+  if ((copy->name && check_string(ss, copy->name) != STR_OK) ||
+      (copy->summary && check_string(ss, copy->summary) != STR_OK))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): layer %zu: its name or summary is not a "
+                   "string in the plugin",
+                   name, path, i);
+  if ((rc = check_layer_args(ss, copy->args, i, name, path)) != 0 ||
+      (rc = check_layer_code(ss, copy, i, name, path)) != 0)
+    return rc;
+  if ((rc = lk__layer_type_check(copy)) != 0) {
+    char buf[80];
+    return lk__err_prefix(rc, "plugin %s (%s): layer %zu (%s)", name, path, i,
+                          copy->name ? printable(buf, sizeof buf, copy->name)
+                                     : "no name");
+  }
+  return 0;
+}
+
+/* The layer tables of P's layers ops (the host's copy of its descriptor),
+ * NULL-terminated within LK_LAYERS_MAX, checked and copied into P. */
+static int check_layers(const segments *ss, lk_plugin *p, const char *name,
+                        const char *path) {
+  const lk_layers_ops *ops = p->host.layers;
+  const lk_layer_type *const *types = ops ? ops->types : NULL;
+  if (!ops)
+    return 0;
+  if (!types || (uintptr_t)types % _Alignof(void *))
+    return lk__err(LK_ELOAD,
+                   "plugin %s (%s): its layers ops table has no types "
+                   "(a NULL-terminated array of const lk_layer_type *)",
+                   name, path);
+  size_t n = 0;
+  for (;; n++) {
+    if (!segment_of(ss, &types[n], sizeof *types, false))
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): its layer types are not in the plugin, "
+                     "or have no NULL terminator before the end of their "
+                     "segment",
+                     name, path);
+    if (!types[n])
+      break;
+    if (n == LK_LAYERS_MAX)
+      return lk__err(LK_ELOAD,
+                     "plugin %s (%s): more than %d layer types (or no NULL "
+                     "terminator)",
+                     name, path, LK_LAYERS_MAX);
+  }
+  if (n && !(p->layers = calloc(n, sizeof *p->layers)))
+    return lk__err(LK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    int rc = check_layer(ss, types[i], &p->layers[i], i, name, path);
+    if (rc != 0)
+      return rc;
+  }
+  p->n_layers = n;
+  return 0;
 }
 
 /* ---- Plugin security ----
@@ -915,9 +1082,13 @@ static int open_path(const char *name, const char *path, lk_plugin **out) {
     rc = check_descriptor(&ss, d, &p->desc, &p->host, name, path);
   if (rc == 0)
     lk__abi_copy_ops(&p->host, lk__abi_minor(&p->host), &p->ops);
+  if (rc == 0)
+    rc = check_layers(&ss, p, name, path);
   if (rc != 0) {
-    if (p)
+    if (p) {
       free(p->path);
+      free(p->layers);
+    }
     free(p);
     unload(h, fd, &st);
     return rc;
@@ -983,6 +1154,7 @@ void lk_plugin_close(lk_plugin *p) {
     return;
   unload(p->handle, p->fd, &p->st);
   free(p->path);
+  free(p->layers);
   free(p);
 }
 
@@ -996,6 +1168,10 @@ const lk_descriptor *lk__plugin_host_desc(const lk_plugin *p) {
 
 const char *lk_plugin_path(const lk_plugin *p) {
   return p->path;
+}
+
+const lk_layer_type *lk_plugin_layer(const lk_plugin *p, size_t i) {
+  return p && i < p->n_layers ? &p->layers[i] : NULL;
 }
 
 unsigned lk__plugin_minor(const lk_plugin *p) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "layertypes.h"
 #include "setup.h"
 
 /* ---- [plugins] ---------------------------------------------------------- */
@@ -206,6 +207,9 @@ static int parse_plugins(lk_run *run, const lk_config *cfg) {
     listed = listed || cbs->in[i] == step;
   if (lk__kind_ops(step->desc, &lk__kinds[LK__KIND_CALLBACK]) && !listed)
     cbs->in[cbs->n++] = step;
+  const lk_config_entry *layers = lk_config_find(cfg, "plugins", "layers");
+  if (layers && (rc = lk__layers_check(reg, layers->where)) != 0)
+    return rc;
   return check_roles(run, cfg);
 }
 

@@ -6,7 +6,8 @@
  * a comma list of layers, each a name (torch's class name, any case) with
  * optional arguments in parentheses, positional then keyword, named as
  * torch's constructors name them (loopkit/layer.h: each layer type's table
- * of arguments, which lk_layer_parse reads one layer with). The first
+ * of arguments, which lk_host_parse_layer reads one layer with, the
+ * built-ins and the layer plugins of [plugins] layers alike). The first
  * argument of torch's constructors, the size of the input (in_channels,
  * in_features, num_features, normalized_shape), is inferred from the layer
  * before: it may be given by keyword only, and is then checked.
@@ -158,11 +159,12 @@ static inline int seq_special(lk_host *host, seq_layer *s, const char *p,
   const char *value = NULL, *where = NULL;
   if (lk_host_section_value(host, word, "layers", &value, &where) != 0)
     return 0; /* no such section: a layer's name */
-  if (lk_layer_find(p, (size_t)(te - p)))
+  const lk_layer_type *clash = lk_host_find_layer(host, p, (size_t)(te - p));
+  if (clash)
     return lk_fail(host, LK_ECONFIG,
                    "\"%s\" is both the layer type %s and the section [%s] "
                    "(%s) with a layers list: rename the section",
-                   word, lk_layer_find(p, (size_t)(te - p))->name, word, where);
+                   word, clash->name, word, where);
   s->item = SEQ_BLOCK;
   s->block = value;
   s->block_where = where;
@@ -211,7 +213,8 @@ static inline int seq_parse(lk_host *host, const char *text, seq_layer **out,
     if (special < 0)
       return lk_fail(host, LK_ECONFIG, "layers: layer %zu: %s", index,
                      lk_last_error());
-    if (!special && lk_layer_parse(&s->l, p, (size_t)(type_end - p)) != 0)
+    if (!special &&
+        lk_host_parse_layer(host, &s->l, p, (size_t)(type_end - p)) != 0)
       return lk_fail(host, LK_ECONFIG, "layers: layer %zu \"%.*s\": %s", index,
                      s->text_len, p, lk_last_error());
     index += s->item != SEQ_MARK; /* a mark is no layer: torch has none */

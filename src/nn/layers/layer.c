@@ -382,15 +382,10 @@ static const lk_layer_type *named(const char *p, const char *end,
   return NULL;
 }
 
-int lk_layer_parse(lk_layer *l, const char *text, size_t len) {
-  if (!l || !text)
-    return lk__err(LK_EINVAL, "lk_layer_parse: NULL argument");
-  memset(l, 0, sizeof *l);
-  const char *end = trim_end(text, text + len), *rest;
-  const lk_layer_type *t = named(skip(text, end), end, &rest);
-  if (!t)
-    return LK_ECONFIG;
-  const char *q = skip(rest, end);
+/* The arguments after the name, [Q, END), of type T into L. */
+static int parse_rest(lk_layer *l, const lk_layer_type *t, const char *q,
+                      const char *end) {
+  q = skip(q, end);
   int rc;
   if (q == end)
     rc = lk_layer_parse_args(t, end, 0, l->args);
@@ -405,6 +400,31 @@ int lk_layer_parse(lk_layer *l, const char *text, size_t len) {
     return lk__err(LK_ENOMEM, "out of memory");
   l->type = t;
   return 0;
+}
+
+int lk_layer_parse(lk_layer *l, const char *text, size_t len) {
+  if (!l || !text)
+    return lk__err(LK_EINVAL, "lk_layer_parse: NULL argument");
+  memset(l, 0, sizeof *l);
+  const char *end = trim_end(text, text + len), *rest;
+  const lk_layer_type *t = named(skip(text, end), end, &rest);
+  if (!t)
+    return LK_ECONFIG;
+  return parse_rest(l, t, rest, end);
+}
+
+int lk_layer_parse_as(lk_layer *l, const lk_layer_type *type, const char *text,
+                      size_t len) {
+  if (!l || !type || !type->name || !text)
+    return lk__err(LK_EINVAL, "lk_layer_parse_as: NULL argument");
+  memset(l, 0, sizeof *l);
+  const char *end = trim_end(text, text + len), *p = skip(text, end), *e = p;
+  while (e < end && (isalnum((unsigned char)*e) || *e == '_'))
+    e++;
+  if (!word_is(p, e, type->name))
+    return lk__err(LK_EINVAL, "lk_layer_parse_as: \"%.*s\" is not a %s",
+                   (int)(e - p), p, type->name);
+  return parse_rest(l, type, e, end);
 }
 
 /* ---- an instance's life -------------------------------------------------- */

@@ -1,0 +1,94 @@
+/* @NAME@: SiLU, x * sigmoid(beta x) (torch.nn.SiLU at beta = 1, also
+ * called swish), as a layer that networks described in a config use as
+ * they use the built-in ones. A loopkit plugin of kind layers, written by
+ * `loopkit new`.
+ *
+ * Try it:   make && loopkit train @NAME@.ini
+ * @NAME@.ini loads this plugin with `[plugins] layers = ./@NAME@.so` and
+ * trains the bundled sequential model, `linear(16), silu, linear(1)`, on
+ * features.csv: its loss falls as it learns y = 0.5 x^2 - x + 2.
+ * `loopkit gradcheck @NAME@.ini` holds the backward below against central
+ * differences of the loss, and `loopkit inspect ./@NAME@.so` lists the
+ * layer and its argument.
+ *
+ * A layers plugin has no create and no options of its own: its descriptor
+ * points to a NULL-terminated array of layer tables (lk_layer_type,
+ * include/loopkit/layer.h, which says what each field is for). The host
+ * checks each table before it uses it and refuses a layer named like a
+ * built-in or like another plugin's. A layer's arguments, `silu(beta=2)`,
+ * are declared as a table, as a plugin's options are; the host parses and
+ * checks them and hands the values over in l->args, in the table's order. */
+#include "preamble.h"
+
+#include <loopkit/layer.h>
+
+enum { ARG_BETA }; /* the index of each argument in args[] below */
+
+static const lk_layer_arg silu_args[] = {
+    {"beta", LK_LAYER_REAL,
+     LK_LAYER_ARG_POSITIONAL | LK_LAYER_ARG_MIN_OPEN, /* beta > 0 */
+     "1", 0, INFINITY, NULL,
+     "the slope inside the sigmoid: x * sigmoid(beta x); 1 is torch's SiLU"},
+    {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+static float sigmoid(float z) {
+  return 1.0f / (1.0f + expf(-z));
+}
+
+/* forward: Y [n, out_numel] from X[0] [n, in_numel]; an elementwise layer
+ * keeps the shape (no infer: the output's shape is the input's). The
+ * consumer owns Y and keeps X and Y for backward. NN is the layer kit
+ * (loopkit/nn.h) for products and threads; a layer this small needs
+ * neither. */
+static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
+                   int n, bool training, lk_rng *rng) {
+  (void)nn, (void)training, (void)rng;
+  float beta = (float)l->args[ARG_BETA].r;
+  size_t count = (size_t)n * l->out_numel;
+  for (size_t i = 0; i < count; i++)
+    y[i] = x[0][i] * sigmoid(beta * x[0][i]);
+  return 0;
+}
+
+/* backward: DX[0] += DY * dy/dx, where, with s = sigmoid(beta x),
+ * dy/dx = s + beta x s (1 - s). DX[0] is NULL when nothing before this
+ * layer needs a gradient (no parameters before it); a layer with
+ * parameters would add their gradients to l->t[k]->grad here. */
+static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
+                    const float *const *x, const float *y, int n) {
+  (void)nn, (void)y;
+  if (!dx[0])
+    return 0;
+  float beta = (float)l->args[ARG_BETA].r;
+  size_t count = (size_t)n * l->out_numel;
+  for (size_t i = 0; i < count; i++) {
+    float s = sigmoid(beta * x[0][i]);
+    dx[0][i] += dy[i] * (s + beta * x[0][i] * s * (1.0f - s));
+  }
+  return 0;
+}
+
+static const lk_layer_type silu = {
+    .size = LK_LAYER_TYPE_SIZE, /* the layer.h this file was compiled for */
+    .name = "silu",             /* as `layers = ...` names it, in any case */
+    .summary = "x * sigmoid(beta x)",
+    .args = silu_args,
+    .min_inputs = 1, /* one input: a layer of a chain */
+    .max_inputs = 1,
+    .forward = forward,
+    .backward = backward,
+};
+
+/* Every layer of the plugin, NULL last. */
+static const lk_layer_type *const types[] = {&silu, NULL};
+
+static const lk_layers_ops layers_ops = {.types = types};
+
+LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
+    .abi_version = LK_ABI_VERSION, /* the ABI this file was compiled for */
+    .size = sizeof(lk_descriptor),
+    .name = "@NAME@",
+    .version = "0.1",
+    .summary = "SiLU, x * sigmoid(beta x), a layer for sequential",
+    .layers = &layers_ops,
+};

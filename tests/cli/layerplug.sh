@@ -1,0 +1,108 @@
+#!/bin/sh
+# Layer plugins (kind layers, ABI 1.6): `loopkit new NAME --kind layer`
+# writes SiLU as a layer plugin that builds out of tree with its generated
+# Makefile and pkg-config alone (here against the build tree's headers),
+# and trains a sequential net through `[plugins] layers`, its backward held
+# against central differences (gradcheck); plugins and inspect list its
+# layer and argument; a layer named like a built-in or like another
+# plugin's, a plugin of no layers and one of another kind are config
+# errors (exit 2) naming both sides.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+: "${LK_BUILDDIR:?}"
+umask 022
+
+# pkg-config's view of the build tree: its headers, nothing installed.
+mkdir "$T/pc"
+cat >"$T/pc/loopkit.pc" <<PC
+Name: loopkit
+Description: loopkit, the build tree's headers
+Version: 0
+Cflags: -I$LK_SRCDIR/include -I$LK_BUILDDIR/include
+PC
+build() { # DIR: its generated Makefile, warnings as errors
+  PKG_CONFIG_PATH="$T/pc" make -s -C "$1" CFLAGS='-O2 -Wall -Wextra -Werror' \
+    >"$T/build.log" 2>&1
+}
+W=$T/w
+mkdir "$W" && cd "$W" || exit 1
+lk_in() { # DIR ARGS...: loopkit ARGS run in DIR, its output in $T/out
+  dir=$1
+  shift
+  (cd "$dir" && "$LOOPKIT" "$@") >"$T/out" 2>&1
+}
+
+"$LOOPKIT" new mysilu --kind layer >"$T/out" 2>&1
+check "new --kind layer writes mysilu/ with its source, Makefile, config, data and README" \
+  sh -c "test -f mysilu/mysilu.c && test -f mysilu/Makefile && test -f mysilu/mysilu.ini &&
+    test -f mysilu/features.csv && test -f mysilu/README.md"
+build mysilu
+check "make builds mysilu.so with pkg-config alone, no warning" test -f mysilu/mysilu.so
+S=$W/mysilu/mysilu.so
+
+lk_in mysilu inspect ./mysilu.so
+check "inspect: its kind is layers" grep -q '^kinds: *layers$' "$T/out"
+check "inspect: its layer, with its summary" grep -q '^  silu: x \* sigmoid(beta x)$' "$T/out"
+check "inspect: its argument's type, range and default, then its help" sh -c "
+  grep -Eq '^    beta +real \(0, inf\) +default 1\$' '$T/out' &&
+  grep -q '^        the slope inside the sigmoid' '$T/out'"
+LOOPKIT_PLUGIN_PATH="$W/mysilu:$LOOPKIT_PLUGIN_PATH" "$LOOPKIT" plugins >"$T/out" 2>&1
+check "plugins: the kind layers, and the layer with its arguments" sh -c "
+  grep -Eq '^mysilu +layers ' '$T/out' && grep -q '^    layers: silu(beta)\$' '$T/out'"
+
+# ---- it trains a sequential net --------------------------------------------
+lk_in mysilu train mysilu.ini --out run
+status=$?
+check "train mysilu.ini: sequential with linear(16), silu(beta=1), linear(1)" test $status -eq 0
+check "... the loss falls tenfold from the first step to the last" \
+  awk -F, 'NR > 1 && $3 != "" { if (first == "") first = $3; last = $3 }
+    END { exit !(first > 0 && last < first / 10) }' mysilu/run/metrics.csv
+check "... and the run's summary names the layer" sh -c "
+  cd mysilu && '$LOOPKIT' summary mysilu.ini 2>&1 | grep -q silu"
+lk_in mysilu gradcheck mysilu.ini
+status=$?
+check "gradcheck: silu's backward agrees with central differences" sh -c "
+  test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
+lk_in mysilu gradcheck mysilu.ini --set 'sequential.layers=linear(8), SiLU(2.5), linear(4), silu(beta=0.5), linear(1)'
+status=$?
+check "gradcheck: and with other betas, by position and keyword, any case" sh -c "
+  test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
+lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), silu(beta=0), linear(1)'
+status=$?
+check "silu(beta=0): its range refused (exit 2)" sh -c "
+  test $status -eq 2 && grep -q 'beta = 0: must be > 0' '$T/out'"
+lk_in mysilu train mysilu.ini --out bad --set plugins.layers=none
+status=$?
+check "without [plugins] layers silu is unknown; the message lists the built-ins" sh -c "
+  test $status -eq 2 && grep -q 'unknown layer silu; expected one of conv2d, ' '$T/out'"
+lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), swish, linear(1)'
+status=$?
+check "an unknown layer: the message lists the plugin's too" sh -c "
+  test $status -eq 2 && grep -q 'unknown layer swish; expected one of conv2d, .*embedding, silu' '$T/out'"
+
+# ---- clashes ---------------------------------------------------------------
+mkdir relu && sed 's/"silu"/"ReLU"/; s/"mysilu"/"myrelu"/' mysilu/mysilu.c >relu/myrelu.c
+cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
+  relu/myrelu.c -o relu/myrelu.so -lm 2>"$T/build.log"
+lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=./mysilu.so, $W/relu/myrelu.so"
+status=$?
+check "a layer named like a built-in, any case: exit 2 naming both" sh -c "
+  test $status -eq 2 && grep -q 'layer ReLU of plugin myrelu ($W/relu/myrelu.so) has the name of the built-in layer relu' '$T/out'"
+"$LOOPKIT" new twin --kind layers >/dev/null 2>&1 && build twin
+lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=./mysilu.so, $W/twin/twin.so"
+status=$?
+check "two plugins with one layer name: exit 2 naming both plugins and paths" sh -c "
+  test $status -eq 2 && grep -q 'layer silu of plugin twin ($W/twin/twin.so) has the name of layer silu of plugin mysilu (./mysilu.so)' '$T/out'"
+mkdir empty && sed 's/{&silu, NULL}/{NULL}/; s/"mysilu"/"empty"/' mysilu/mysilu.c >empty/empty.c
+cc -std=c11 -shared -fPIC -fvisibility=hidden -w -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
+  empty/empty.c -o empty/empty.so -lm 2>"$T/build.log"
+lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=$W/empty/empty.so"
+status=$?
+check "a layers plugin that lists no layers: exit 2" sh -c "
+  test $status -eq 2 && grep -q 'plugin empty ($W/empty/empty.so) lists no layers' '$T/out'"
+lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=./mysilu.so, sgd"
+status=$?
+check "a plugin of another kind in [plugins] layers: exit 2 naming it" sh -c "
+  test $status -eq 2 && grep -q 'sgd' '$T/out' && grep -q 'layers' '$T/out'"
+check "none of the refused runs wrote a run directory" test ! -e mysilu/bad
+
+finish
