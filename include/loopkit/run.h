@@ -160,7 +160,13 @@ LK_API int lk_run_gradcheck(lk_run *run, size_t batches, size_t samples,
  * one-sided differences disagree too. The differences' own rounding r,
  * LK_GRADCHECK_NOISE_ULPS units of the dtype's in each loss over the step,
  * bounds what they resolve: the error's scale is max(|a|, |n|, 1e-3,
- * r / tolerance). Every evaluation starts from the same generator state:
+ * r / tolerance). The one-sided differences count as disagreeing past the
+ * f32 tolerance in f32, 0.1 in f64. An element over tolerance is judged
+ * again against the backward's own values over the window (at w - h,
+ * w - h/2, w, w + h/2, w + h, its gradients overwritten and restored):
+ * the difference is the mean of the derivative over the window, which
+ * moves where units flip inside it, and its error is the distance outside
+ * their range. Every evaluation starts from the same generator state:
  * dropout draws the same masks each time (train mode, randomness frozen).
  */
 #define LK_GRADCHECK_NOISE_ULPS 8.0

@@ -173,7 +173,13 @@ const cli_command cli_commands[] = {
      "differences' own rounding (8 units of the dtype's rounding in each "
      "loss, over the step): the noise floor, below which a gradient is too "
      "small for f32 differences to resolve to t, the dtype's default "
-     "tolerance. A parameter over T, or a "
+     "tolerance. One-sided differences that part by more than t (f32) or "
+     "0.1 (f64) count as a kink. A central difference is the mean of the "
+     "derivative over its window, which moves where units flip inside it "
+     "(ReLU after batch norm: one conv weight moves every unit of its "
+     "channel): an element over t is judged again against the backward's "
+     "own values at w - h, w - h/2, w, w + h/2 and w + h, its error the "
+     "distance outside their range (0 inside). A parameter over T, or a "
      "NaN, exits 1 with gradcheck: FAILED; a wrong term in a backward is "
      "off by O(1) and fails; errors smaller than T cannot be seen.",
      gradcheck_options},

@@ -66,6 +66,25 @@ lk_in mysilu gradcheck mysilu.ini --set 'sequential.layers=linear(8), SiLU(2.5),
 status=$?
 check "gradcheck: and with other betas, by position and keyword, any case" sh -c "
   test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
+# A wrong backward is still caught where ReLU and batch norm make the
+# differences' window matter (gradcheck judges an element over tolerance
+# again against the backward's own values across its window): the SiLU's
+# derivative without its second term.
+mkdir wrong && sed 's/"mysilu"/"wrongsilu"/; s/(s + beta \* x\[0\]\[i\] \* s \* (1.0f - s))/(s)/' \
+  mysilu/mysilu.c >wrong/wrongsilu.c
+check "... (the planted error is in the copy)" sh -c "! grep -q 'beta \* x\[0\]\[i\] \* s' wrong/wrongsilu.c"
+cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
+  wrong/wrongsilu.c -o wrong/wrongsilu.so -lm 2>"$T/build.log"
+lk_in mysilu gradcheck mysilu.ini --set "plugins.layers=$W/wrong/wrongsilu.so" \
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), silu, linear(1)'
+status=$?
+check "gradcheck: a SiLU with a wrong backward after batch norm and ReLU fails (exit 1)" sh -c "
+  test $status -eq 1 && grep -q 'over tolerance' '$T/out'"
+lk_in mysilu gradcheck mysilu.ini \
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), silu, linear(1)'
+status=$?
+check "... where the right one passes" sh -c "
+  test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
 lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), silu(beta=0), linear(1)'
 status=$?
 check "silu(beta=0): its range refused (exit 2)" sh -c "
