@@ -200,8 +200,7 @@ int seq_graph_expand(seq *m) {
   return expand(m, m->text, "", &root, 0, &cur);
 }
 
-/* Whether layer L has a parameter. */
-static bool has_params(const lk_layer *l) {
+bool seq_has_params(const lk_layer *l) {
   lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
   int n = l->type->tensors ? l->type->tensors(l, t) : 0;
   for (int k = 0; k < n; k++)
@@ -213,7 +212,7 @@ static bool has_params(const lk_layer *l) {
 void seq_graph_link(seq *m) {
   for (size_t i = 0; i < m->n_layers; i++) {
     seq_layer *sl = &m->layers[i];
-    sl->need = has_params(&sl->l);
+    sl->need = seq_has_params(&sl->l);
     for (int k = 0; k < (sl->ref ? 2 : 1); k++)
       if (sl->in[k] >= 0) {
         m->layers[sl->in[k]].uses++;

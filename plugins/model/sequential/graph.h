@@ -36,6 +36,9 @@ typedef struct seq {
  * errors name the layer's index and text, and the blocks around it. */
 int seq_graph_expand(seq *m);
 
+/* Whether layer L has a parameter. */
+bool seq_has_params(const lk_layer *l);
+
 /* After the shapes and parameters: how many nodes take each output, and
  * which need a gradient (a parameter at or before them). */
 void seq_graph_link(seq *m);

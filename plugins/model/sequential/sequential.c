@@ -169,16 +169,6 @@ static int add_params(seq *m, seq_layer *sl) {
   return 0;
 }
 
-/* Whether layer L has a parameter. */
-static bool has_params(const lk_layer *l) {
-  lk_layer_tensor t[LK_LAYER_MAX_TENSORS];
-  int n = l->type->tensors ? l->type->tensors(l, t) : 0;
-  for (int k = 0; k < n; k++)
-    if (t[k].flags & LK_LAYER_PARAM)
-      return true;
-  return false;
-}
-
 /* torch's reset_parameters, layer by layer, from the run's generator in
  * parameter order (each table's init). */
 static void torch_init(seq *m) {
@@ -268,7 +258,7 @@ static int build(seq *m, const lk_sample_shape *sh) {
     seq_layer *sl = &m->layers[i], *prev = i ? &m->layers[i - 1] : NULL;
     rc = add_params(m, sl);
     sl->grad_in = params_before;
-    params_before |= has_params(&sl->l);
+    params_before |= seq_has_params(&sl->l);
     /* a ReLU whose output another node takes too (marked) stays */
     if (prev && prev->uses == 1 && sl->in[0] == (int)i - 1 &&
         sl->l.type->fuse_prev && sl->l.type->fuse_prev(&sl->l, &prev->l))
