@@ -44,11 +44,6 @@ static int loss_at(probe *p, double *loss) {
   return 0;
 }
 
-/* Central differences of element K with step H: NUMERIC, NOISE its own
- * rounding (LK_GRADCHECK_NOISE_ULPS units of the dtype's in each loss, over
- * the step) and KINK when the one-sided differences disagree more than a
- * smooth loss and a unit of rounding allow: the steps crossed a ReLU's zero
- * or a max's tie. */
 /* How far apart (relative) the one-sided differences may be on a smooth
  * loss. A kink of jump J at w + d (d < h) moves the central difference by
  * J (h - d) / 2h, up to J / 2, the same at h and at h / 8 when d is small:
@@ -63,6 +58,11 @@ static double kink_bound(const lk_tensor *t) {
   return t->dtype == LK_F64 ? 0.1 : LK_GRADCHECK_TOLERANCE_F32;
 }
 
+/* Central differences of element K with step H: NUMERIC, NOISE its own
+ * rounding (LK_GRADCHECK_NOISE_ULPS units of the dtype's in each loss, over
+ * the step) and KINK when the one-sided differences disagree more than a
+ * smooth loss and a unit of rounding allow: the steps crossed a ReLU's zero
+ * or a max's tie. */
 typedef struct diff {
   double numeric, noise;
   bool kink;
