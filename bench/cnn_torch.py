@@ -120,25 +120,26 @@ def read_init(model, path):
             at += n
 
 
-def epochs(a):
-    """The example, as torch trains it: the README's reference."""
-    torch.manual_seed(0)
-    x, y = load(a.data, "train")
-    tx, ty = load(a.data, "test")
-    model = network()
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+def fit(model, opt, train, test, epochs, batch, sched=None):
+    """EPOCHS epochs of shuffled batches of BATCH with cross-entropy (SCHED,
+    if any, stepped after every batch, as Lightning steps OneCycleLR), each
+    followed by the test accuracy in eval mode: prints
+    "epoch E seconds S total T test_acc A" a line."""
+    (x, y), (tx, ty) = train, test
     loss_fn = nn.CrossEntropyLoss()
     total = 0.0
-    for e in range(a.epochs):
+    for e in range(epochs):
         start = time.perf_counter()
         model.train()
         order = torch.randperm(x.shape[0])
-        for i in range(0, x.shape[0], a.batch):
-            idx = order[i:i + a.batch]
+        for i in range(0, x.shape[0], batch):
+            idx = order[i:i + batch]
             opt.zero_grad()
             loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
         model.eval()
         with torch.no_grad():
             correct = sum((model(tx[i:i + 1000]).argmax(1) ==
@@ -148,6 +149,15 @@ def epochs(a):
         total += seconds
         print("epoch %d seconds %.2f total %.2f test_acc %.4f" %
               (e + 1, seconds, total, correct / tx.shape[0]), flush=True)
+
+
+def epochs(a):
+    """The example, as torch trains it: the README's reference."""
+    torch.manual_seed(0)
+    train, test = load(a.data, "train"), load(a.data, "test")
+    model = network()
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    fit(model, opt, train, test, a.epochs, a.batch)
 
 
 def main():

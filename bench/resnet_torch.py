@@ -24,13 +24,12 @@ and the test accuracy in eval mode (batch norm on its running statistics):
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnn_torch import load  # noqa: E402  (the IDX reader bench/cnn uses)
+from cnn_torch import fit, load  # noqa: E402  (bench/cnn's reader and loop)
 
 
 class Block(nn.Sequential):
@@ -76,37 +75,14 @@ def main():
     if a.flush_denormal:
         torch.set_flush_denormal(True)
     torch.manual_seed(0)
-    x, y = load(a.data, "train")
-    tx, ty = load(a.data, "test")
+    train, test = load(a.data, "train"), load(a.data, "test")
     model = network()
     opt = torch.optim.AdamW(model.parameters(), lr=a.max_lr,
                             weight_decay=a.weight_decay)
-    per_epoch = (x.shape[0] + a.batch - 1) // a.batch
+    per_epoch = (train[0].shape[0] + a.batch - 1) // a.batch
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=a.max_lr, total_steps=a.epochs * per_epoch)
-    loss_fn = nn.CrossEntropyLoss()
-    total = 0.0
-    for e in range(a.epochs):
-        start = time.perf_counter()
-        model.train()
-        order = torch.randperm(x.shape[0])
-        for i in range(0, x.shape[0], a.batch):
-            idx = order[i:i + a.batch]
-            opt.zero_grad()
-            loss = loss_fn(model(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
-            sched.step()
-        model.eval()
-        with torch.no_grad():
-            correct = sum((model(tx[i:i + 1000]).argmax(1) ==
-                           ty[i:i + 1000]).sum().item()
-                          for i in range(0, tx.shape[0], 1000))
-        seconds = time.perf_counter() - start
-        total += seconds
-        print("epoch %d seconds %.2f total %.2f test_acc %.4f" %
-              (e + 1, seconds, total, correct / tx.shape[0]), flush=True)
-
+    fit(model, opt, train, test, a.epochs, a.batch, sched)
 
 if __name__ == "__main__":
     main()
