@@ -36,13 +36,14 @@ In torch the block is an nn.Sequential subclass whose forward adds the
 block's input back before the last ReLU; add, a module of no parameters,
 keeps its index (5) as the plugin counts it.
 """
-import json
 import os
-import struct
 import sys
 
 import torch
 import torch.nn as nn
+
+# the IDX and safetensors writers of the sequential reference, beside this
+from sequential_reference import write_idx, write_safetensors
 
 BLOCK = ("@in, conv2d(16, 3, padding=1, bias=false), batchnorm2d, relu, "
          "conv2d(16, 3, padding=1, bias=false), batchnorm2d, add(@in), relu")
@@ -77,26 +78,6 @@ def network():
         nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
         Res(16), Res(16), nn.MaxPool2d(2), nn.Flatten(),
         nn.Linear(16 * 4 * 4, 10))
-
-
-def write_idx(path, magic, dims, payload):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">I", magic))
-        f.write(struct.pack(">%dI" % len(dims), *dims))
-        f.write(bytes(payload))
-
-
-def write_safetensors(path, named):
-    header, data = {}, b""
-    for name, t in named:
-        raw = t.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-(8 + len(text)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + data)
 
 
 def main():
