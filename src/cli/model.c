@@ -69,8 +69,9 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
     a->config = a->run_config;
   }
   if (!a->config || (!a->ckpt && !a->untrained)) {
+    /* With --ckpt, CONFIG may go: the checkpoint is what is missing. */
     cli_error("%s: %s; %s", cmd,
-              a->config ? "no --ckpt: which checkpoint?" : "no config file",
+              a->untrained ? "no config file" : "no --ckpt: which checkpoint?",
               usage);
     return -1;
   }
