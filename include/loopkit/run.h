@@ -285,6 +285,17 @@ LK_API void lk_optimizer_close(lk_optimizer *opt);
 
 /* ---- checkpoints -------------------------------------------------------- */
 
+/* The config.ini of the run directory checkpoint CKPT belongs to, the
+ * config it was trained with, into BUF (LEN bytes): DIR/config.ini when
+ * CKPT is DIR/checkpoints/FILE (last.ckpt, best.ckpt, step-N.ckpt) or
+ * DIR/checkpoints/NAME/FILE (a named checkpoint callback's) and DIR holds
+ * a config.ini, as every run directory does. A path as given ("last.ckpt"
+ * from inside checkpoints/ too); a symbolic link, when the link itself is
+ * in no run directory, as it points. LK_ENOTFOUND when CKPT is not there
+ * or is in no run directory (a copy elsewhere: its config is not known);
+ * LK_EINVAL when the path does not fit in LEN. */
+LK_API int lk_checkpoint_run_config(const char *ckpt, char *buf, size_t len);
+
 /* Prints every parameter of the checkpoint at PATH, one value a line:
  * NAME[INDEX] VALUE (%.17g for f64, %.9g for f32). */
 LK_API int lk_checkpoint_dump(const char *path, FILE *out);

@@ -3,6 +3,7 @@
 #define LK_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <loopkit/loopkit.h>
 
@@ -24,18 +25,27 @@ int cli_predict(int argc, char **argv);
 int cli_summary(int argc, char **argv);
 
 /* model.c: the arguments of the commands that use a trained model
- * (CONFIG --ckpt CKPT [--set S.K=V]... [-o FILE]), and the model they
+ * ([CONFIG] --ckpt CKPT [--set S.K=V]... [-o FILE]), and the model they
  * name. */
 #define CLI_MAX_SETS 256
+#define CLI_MAX_PATH 4096
 typedef struct cli_model_args {
   const char *config, *ckpt, *out;
   const char *sets[CLI_MAX_SETS];
   int n_sets;
-  bool untrained; /* set before parsing: no --ckpt (summary) */
+  bool untrained;                /* set before parsing: no --ckpt (summary) */
+  char run_config[CLI_MAX_PATH]; /* CONFIG when none is given */
 } cli_model_args;
-/* 0, or -1 after cli_error (USAGE ends it); OUT: -o FILE is accepted. */
+/* 0, or -1 after cli_error (USAGE ends it); OUT: -o FILE is accepted.
+ * Without CONFIG, CONFIG is the config.ini of the run CKPT belongs to
+ * (cli_run_config). */
 int cli_model_args_parse(const char *cmd, const char *usage, int argc,
                          char **argv, bool out, cli_model_args *a);
+/* The config CKPT was trained with, for command CMD given no CONFIG: the
+ * config.ini of its run directory, into BUF (LEN bytes). 0, or -1 after
+ * cli_error saying why a CONFIG is needed (USAGE ends it). */
+int cli_run_config(const char *cmd, const char *usage, const char *ckpt,
+                   char *buf, size_t len);
 /* The config's run, without a run directory, with the checkpoint's
  * parameters (as create made them when untrained): 0, or non-zero after
  * cli_error (nothing was evaluated: EXIT_USAGE). */

@@ -43,7 +43,9 @@ static const cli_option gradcheck_options[] = {
 static const cli_option generate_options[] = {
     {"--ckpt", "CKPT",
      "The checkpoint whose parameters the model takes (required): it must "
-     "hold exactly the parameters the config's model has."},
+     "hold exactly the parameters the config's model has. Without "
+     "CONFIG.ini, the config is the one CKPT was trained with: the "
+     "config.ini of the run directory CKPT is in (see RUN DIRECTORY)."},
     {"--prompt", "TEXT",
      "The context to continue, as bytes (default: a newline); printed "
      "first."},
@@ -64,7 +66,12 @@ static const cli_option eval_options[] = {
     {"--ckpt", "CKPT",
      "The checkpoint whose parameters (and the model's states, such as batch "
      "norm's running statistics) the model takes (required): it must hold "
-     "exactly those the config's model has. It is only read."},
+     "exactly those the config's model has; when it does not, the first "
+     "tensor that differs is named with both shapes, and the config.ini "
+     "CKPT was trained with. It is only read. Without CONFIG.ini, the "
+     "config is that config.ini, of the run directory CKPT is in (RUN/"
+     "checkpoints/NAME, or a link to one); a checkpoint in no run directory "
+     "needs CONFIG.ini (exit status 2)."},
     {"--set", "SECTION.KEY=VALUE",
      "Override one key of the config (repeatable; later wins): another "
      "data file, say."},
@@ -73,7 +80,8 @@ static const cli_option eval_options[] = {
 static const cli_option predict_options[] = {
     {"--ckpt", "CKPT",
      "The checkpoint whose parameters the model takes (required), as for "
-     "test."},
+     "test: without CONFIG.ini, the config of the run directory it is "
+     "in."},
     {"-o", "FILE",
      "Write the CSV to FILE instead of the standard output (also --output "
      "FILE), as every output is written (see OUTPUT FILES): - is the "
@@ -150,8 +158,10 @@ const cli_command cli_commands[] = {
      "from it. Which states are buffers only the model knows: export builds "
      "the model from the run directory's config.ini, as predict does (its "
      "data must be readable), or from CONFIG given as loopkit export CONFIG "
-     "--ckpt CKPT -o FILE; a checkpoint with neither gets its parameters "
-     "only. -o is also --output.",
+     "--ckpt CKPT -o FILE (loopkit export --ckpt CKPT -o FILE is loopkit "
+     "export CKPT -o FILE; the run directory is the one CKPT is in, "
+     "RUN/checkpoints/NAME or a link to one); a checkpoint with neither "
+     "gets its parameters only. -o is also --output.",
      no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "
@@ -183,7 +193,7 @@ const cli_command cli_commands[] = {
      "NaN, exits 1 with gradcheck: FAILED; a wrong term in a backward is "
      "off by O(1) and fails; errors smaller than T cannot be seen.",
      gradcheck_options},
-    {"generate", "CONFIG.ini", "text sampled from a trained language model",
+    {"generate", "[CONFIG.ini]", "text sampled from a trained language model",
      "Create the config's plugins (no run directory), load the parameters "
      "of checkpoint CKPT, and print the prompt followed by tokens sampled "
      "one at a time from the step plugin's predict_step, as nanoGPT's "
@@ -195,7 +205,7 @@ const cli_command cli_commands[] = {
      "a bad argument or config, a checkpoint that does not hold the "
      "model's parameters, a step plugin without predict_step.",
      generate_options},
-    {"test", "CONFIG.ini", "a checkpoint's metrics on the test split",
+    {"test", "[CONFIG.ini]", "a checkpoint's metrics on the test split",
      "Create the config's plugins (no run directory), load checkpoint "
      "CKPT's model, evaluate the test split as training does after its "
      "last epoch (the step plugin's test_step, or validation_step, on "
@@ -207,13 +217,13 @@ const cli_command cli_commands[] = {
      "cannot be read or does not hold the model's parameters (another "
      "model, another shape), a data plugin without a test split.",
      eval_options},
-    {"validate", "CONFIG.ini",
+    {"validate", "[CONFIG.ini]",
      "a checkpoint's metrics on the validation "
      "split",
      "The same as test on the validation split (validation_step): "
      "val_loss, val_acc.",
      eval_options},
-    {"predict", "CONFIG.ini", "a checkpoint's model's outputs, as CSV",
+    {"predict", "[CONFIG.ini]", "a checkpoint's model's outputs, as CSV",
      "Create the config's plugins (no run directory), load checkpoint "
      "CKPT's model and write, for every sample of the test split in its "
      "order (the config's test file, or the one --set gives), a CSV row of "

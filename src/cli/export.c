@@ -1,10 +1,12 @@
 /* loopkit export CKPT -o FILE.safetensors: a checkpoint's parameters and
  * its model's buffers (batch norm's running statistics) for torch and the
  * Hugging Face tools, torch's state_dict() of the same network. Which
- * states are buffers only the model knows: the run's config.ini (or
- * CONFIG --ckpt CKPT) is built into a run, as predict builds it; a lone
- * checkpoint exports its parameters only. FILE is written as every
- * output is (lk_output_open): - is the standard output. */
+ * states are buffers only the model knows: the config.ini of the run the
+ * checkpoint is in (lk_checkpoint_run_config, as the other commands that
+ * use a trained model find it), or CONFIG --ckpt CKPT, is built into a
+ * run, as predict builds it; a lone checkpoint exports its parameters
+ * only. FILE is written as every output is (lk_output_open): - is the
+ * standard output. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,31 +15,20 @@
 
 static const char usage[] =
     "usage: loopkit export CKPT -o FILE.safetensors, or loopkit export "
-    "CONFIG --ckpt CKPT -o FILE.safetensors";
+    "[CONFIG] --ckpt CKPT -o FILE.safetensors";
 
-/* RUN_DIR/config.ini when CKPT is RUN_DIR/checkpoints/NAME and that file
- * exists; NULL otherwise. The string is malloc'd. */
-static char *run_config(const char *ckpt) {
-  const char *slash = strrchr(ckpt, '/');
-  size_t dir_len = slash ? (size_t)(slash - ckpt) : 0;
-  static const char sub[] = "checkpoints";
-  size_t sub_len = sizeof sub - 1;
-  /* DIR/checkpoints/NAME, or checkpoints/NAME from within the run. */
-  if (!slash || dir_len < sub_len ||
-      memcmp(ckpt + dir_len - sub_len, sub, sub_len) != 0 ||
-      (dir_len > sub_len && ckpt[dir_len - sub_len - 1] != '/'))
-    return NULL;
-  size_t run_len = dir_len - sub_len; /* "DIR/" or "" */
-  char *config = malloc(run_len + sizeof "config.ini");
-  if (!config)
-    return NULL;
-  memcpy(config, ckpt, run_len);
-  strcpy(config + run_len, "config.ini");
-  if (access(config, R_OK) != 0) {
-    free(config);
-    return NULL;
+/* The config.ini of the run CKPT is in (lk_checkpoint_run_config) into
+ * BUF, or "" when it is in none: its parameters alone are exported. 0, or
+ * -1 after cli_error. */
+static int run_config(const char *ckpt, char *buf, size_t len) {
+  int rc = lk_checkpoint_run_config(ckpt, buf, len);
+  if (rc == 0 || (rc == LK_ENOTFOUND && access(ckpt, F_OK) == 0)) {
+    if (rc != 0)
+      buf[0] = '\0';
+    return 0;
   }
-  return config;
+  cli_error("export: %s", lk_last_error());
+  return -1;
 }
 
 /* CKPT into OUT: with CONFIG, through its model (the parameters and the
@@ -86,18 +77,22 @@ int cli_export(int argc, char **argv) {
     } else
       arg = argv[i];
   }
-  if (!arg || !out || !*out) {
+  if ((!arg && !ckpt) || !out || !*out) {
     cli_error("%s", usage);
     return EXIT_USAGE;
   }
-  /* CONFIG --ckpt CKPT, or CKPT (and its run's config.ini, if any). */
-  char *config = ckpt ? strdup(arg) : run_config(arg);
-  if (export_with(config, ckpt ? ckpt : arg, out) != 0) {
-    free(config);
+  /* CONFIG --ckpt CKPT; or CKPT, or --ckpt CKPT, with its run's
+   * config.ini if it is in a run directory. */
+  char found[CLI_MAX_PATH];
+  const char *config = ckpt && arg ? arg : found;
+  if (!ckpt)
+    ckpt = arg;
+  if (config == found && run_config(ckpt, found, sizeof found) != 0)
+    return EXIT_USAGE;
+  if (export_with(*config ? config : NULL, ckpt, out) != 0) {
     cli_error("export: %s", lk_last_error());
     return EXIT_USAGE;
   }
-  free(config);
   if (strcmp(out, "-") != 0) /* - is the file itself */
     printf("wrote %s\n", out);
   return 0;

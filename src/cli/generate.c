@@ -18,7 +18,7 @@
 #include "cli.h"
 
 typedef struct gen_opts {
-  cli_model_args m; /* CONFIG --ckpt CKPT [--set S.K=V]... */
+  cli_model_args m; /* [CONFIG] --ckpt CKPT [--set S.K=V]... */
   const char *prompt;
   long long tokens, top_k;
   double temperature;
@@ -26,7 +26,7 @@ typedef struct gen_opts {
 } gen_opts;
 
 static const char usage[] =
-    "usage: loopkit generate CONFIG.ini --ckpt CKPT [--prompt TEXT] "
+    "usage: loopkit generate [CONFIG.ini] --ckpt CKPT [--prompt TEXT] "
     "[--tokens N] [--temperature T] [--top-k K] [--seed S] [--set S.K=V]...";
 
 static int whole(const char *opt, const char *s, long long *out) {

@@ -1,10 +1,12 @@
 /* What the commands that use a trained model share (generate, test,
- * validate, predict): the config and its overrides made into a run
+ * validate, predict; export's config): the config (given, or the one the
+ * checkpoint's run was trained with) and its overrides made into a run
  * without a run directory, the checkpoint's parameters loaded into it.
  * Nothing is written anywhere: the run that made the checkpoint is only
  * read. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -60,13 +62,36 @@ int cli_model_args_parse(const char *cmd, const char *usage, int argc,
     } else
       a->config = o;
   }
+  if (!a->config && a->ckpt && !a->untrained) {
+    if (cli_run_config(cmd, usage, a->ckpt, a->run_config,
+                       sizeof a->run_config) != 0)
+      return -1;
+    a->config = a->run_config;
+  }
   if (!a->config || (!a->ckpt && !a->untrained)) {
+    /* With --ckpt, CONFIG may go: the checkpoint is what is missing. */
     cli_error("%s: %s; %s", cmd,
-              a->config ? "no --ckpt: which checkpoint?" : "no config file",
+              a->untrained ? "no config file" : "no --ckpt: which checkpoint?",
               usage);
     return -1;
   }
   return 0;
+}
+
+int cli_run_config(const char *cmd, const char *usage, const char *ckpt,
+                   char *buf, size_t len) {
+  int rc = lk_checkpoint_run_config(ckpt, buf, len);
+  if (rc == 0)
+    return 0;
+  if (rc == LK_ENOTFOUND && access(ckpt, F_OK) == 0)
+    cli_error("%s: a CONFIG is needed: %s is in no run directory, so the "
+              "config it was trained with is not known (a run keeps it as "
+              "RUN/config.ini beside RUN/checkpoints/), and a checkpoint "
+              "holds values, not what model they are of; %s",
+              cmd, ckpt, usage);
+  else
+    cli_error("%s: %s", cmd, lk_last_error());
+  return -1;
 }
 
 int cli_model_status(int rc) {

@@ -23,7 +23,7 @@
 
 #include "cli.h"
 
-static const char usage[] = "usage: loopkit predict CONFIG.ini --ckpt CKPT "
+static const char usage[] = "usage: loopkit predict [CONFIG.ini] --ckpt CKPT "
                             "[-o FILE] [--set S.K=V]...";
 
 typedef struct writer {

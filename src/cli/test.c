@@ -16,7 +16,7 @@ static int evaluate(int argc, char **argv, const char *cmd, lk_split split) {
   const char *prefix = split == LK_SPLIT_TEST ? "test" : "val";
   char usage[160];
   snprintf(usage, sizeof usage,
-           "usage: loopkit %s CONFIG.ini --ckpt CKPT [--set S.K=V]...", cmd);
+           "usage: loopkit %s [CONFIG.ini] --ckpt CKPT [--set S.K=V]...", cmd);
   cli_model_args a = {0};
   if (cli_model_args_parse(cmd, usage, argc, argv, false, &a) != 0)
     return EXIT_USAGE;

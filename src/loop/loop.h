@@ -210,6 +210,12 @@ int lk__rundir_write_pending(lk_run *run);
 /* Whether the run directory has a last.ckpt of this run (true without a
  * run directory: rank 0 writes it). */
 bool lk__rundir_has_last(const lk_run *run);
+/* DIR when checkpoint CKPT is DIR/checkpoints/FILE or
+ * DIR/checkpoints/NAME/FILE of a run directory (DIR holds a config.ini),
+ * as written or, for a symbolic link, as it points; *OUT NULL when it is
+ * in none. The run a checkpoint belongs to (lk_checkpoint_run_config, a
+ * model that does not fit its checkpoint). */
+int lk__ckpt_run_dir(const char *ckpt, char **out);
 
 /* ---- ckpt_policy.c: when checkpoints are written, what callbacks keep ---- */
 

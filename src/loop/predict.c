@@ -68,30 +68,45 @@ static const lk_tensor *find(const lk__ckpt *ck, bool param, const char *name) {
   return NULL;
 }
 
+/* The config checkpoint PATH was trained with, for a model that does not
+ * fit it: "; it was trained with RUN/config.ini" (malloc'd) when PATH is
+ * in a run directory, else NULL (the config is not known). */
+static char *trained_with(const char *path) {
+  char *dir = NULL;
+  char *note = lk__ckpt_run_dir(path, &dir) == 0 && dir
+                   ? lk__asprintf("; it was trained with %s/config.ini", dir)
+                   : NULL;
+  free(dir);
+  return note;
+}
+
 /* The model's N tensors MINE (N_PARAMS parameters first) from CK, which
  * must hold each one (by name, dtype and shape) and no other parameter or
- * state of the model. MATCH[i]: CK's tensor for MINE[i]. */
-static int match(const lk_run *run, const char *path, const lk__ckpt *ck,
-                 lk_tensor *const *mine, size_t n, size_t n_params,
-                 const lk_tensor **match) {
+ * state of the model. MATCH[i]: CK's tensor for MINE[i]. The first of the
+ * model's tensors (in its order) that differs is named, with both shapes,
+ * and the config the checkpoint was trained with (TRAINED, "" when not
+ * known), which is the one that fits it. */
+static int match(const lk_run *run, const char *path, const char *trained,
+                 const lk__ckpt *ck, lk_tensor *const *mine, size_t n,
+                 size_t n_params, const lk_tensor **match) {
   const char *step = lk__role(run, LK__KIND_STEP)->label;
   for (size_t i = 0; i < n; i++) {
     const lk_tensor *p = mine[i];
     const char *what = i < n_params ? "parameter" : "state";
     match[i] = find(ck, i < n_params, p->name);
     char a[96], b[96];
+    shape_text(p, b, sizeof b);
     if (!match[i])
       return lk__err(LK_EFORMAT,
-                     "%s has no %s %s, which this config's model (%s) has: "
-                     "is it a checkpoint of another model?",
-                     path, what, p->name, step);
+                     "%s has no %s %s, which this config's model (%s) has "
+                     "as %s: is it a checkpoint of another model?%s",
+                     path, what, p->name, step, b, trained);
     if (!same_shape(match[i], p)) {
       shape_text(match[i], a, sizeof a);
-      shape_text(p, b, sizeof b);
       return lk__err(LK_EFORMAT,
                      "%s: %s %s is %s there but %s in this config's model "
-                     "(%s)",
-                     path, what, p->name, a, b, step);
+                     "(%s)%s",
+                     path, what, p->name, a, b, step, trained);
     }
   }
   for (size_t k = 0; k < ck->n; k++) {
@@ -101,12 +116,16 @@ static int match(const lk_run *run, const char *path, const lk__ckpt *ck,
     bool known = false;
     for (size_t i = 0; i < n && !known; i++)
       known = match[i] == &ck->tensors[k];
-    if (!known)
+    if (!known) {
+      char a[96];
+      shape_text(&ck->tensors[k], a, sizeof a);
       return lk__err(LK_EFORMAT,
                      "%s holds %s %s, which this config's model (%s) does "
-                     "not have: is it a checkpoint of another model?",
+                     "not have (%s there): is it a checkpoint of another "
+                     "model?%s",
                      path, param ? "parameter" : "state", ck->tensors[k].name,
-                     step);
+                     step, a, trained);
+    }
   }
   return 0;
 }
@@ -130,9 +149,11 @@ int lk_run_load_params(lk_run *run, const char *path) {
   size_t n = 0;
   lk_tensor **mine = model_tensors(run, &n);
   const lk_tensor **found = calloc(n + 1, sizeof *found);
-  rc = mine && found
-           ? match(run, path, ck, mine, n, run->env.tensors.n_params, found)
-           : lk__err(LK_ENOMEM, "out of memory");
+  char *note = trained_with(path);
+  rc = mine && found ? match(run, path, note ? note : "", ck, mine, n,
+                             run->env.tensors.n_params, found)
+                     : lk__err(LK_ENOMEM, "out of memory");
+  free(note);
   for (size_t i = 0; rc == 0 && i < n; i++)
     memcpy(mine[i]->data, found[i]->data,
            mine[i]->numel * lk_dtype_size(mine[i]->dtype));

@@ -11,7 +11,9 @@
  * of). Continuing from an older one would cut the run's metrics.csv and
  * replace its last.ckpt, losing what came after; so any other checkpoint,
  * or one outside a run directory, starts a new run directory seeded from
- * it, as Lightning starts a new version. */
+ * it, as Lightning starts a new version. The same rule says which run a
+ * checkpoint belongs to, and so which config.ini it was trained with, for
+ * the commands that use a trained model (lk_checkpoint_run_config). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -122,6 +124,51 @@ static int source_run(const char *ckpt, char **out) {
   }
   *out = up;
   return 0;
+}
+
+int lk__ckpt_run_dir(const char *ckpt, char **out) {
+  int rc = source_run(ckpt, out);
+  struct stat st;
+  if (rc != 0 || *out || lstat(ckpt, &st) != 0 || !S_ISLNK(st.st_mode))
+    return rc;
+  /* A link to a run's checkpoint (models/best.ckpt): the run of the file
+   * it names. */
+  char *real = realpath(ckpt, NULL);
+  if (real)
+    rc = source_run(real, out);
+  free(real);
+  return rc;
+}
+
+int lk_checkpoint_run_config(const char *ckpt, char *buf, size_t len) {
+  if (!ckpt || !*ckpt || !buf)
+    return lk__err(LK_EINVAL, "lk_checkpoint_run_config: NULL checkpoint or "
+                              "buffer");
+  if (len)
+    buf[0] = '\0';
+  if (access(ckpt, F_OK) != 0)
+    return errno == ENOENT
+               ? lk__err(LK_ENOTFOUND, "%s: no such checkpoint", ckpt)
+               : lk__err(LK_EIO, "cannot reach checkpoint %s: %s", ckpt,
+                         strerror(errno));
+  char *dir = NULL;
+  int rc = lk__ckpt_run_dir(ckpt, &dir);
+  if (rc != 0)
+    return rc;
+  if (!dir)
+    return lk__err(LK_ENOTFOUND,
+                   "%s is in no run directory (a run's checkpoints are "
+                   "RUN/checkpoints/NAME, beside RUN/config.ini)",
+                   ckpt);
+  int n = snprintf(buf, len, "%s/config.ini", dir);
+  rc = n >= 0 && (size_t)n < len
+           ? 0
+           : lk__err(LK_EINVAL, "%s/config.ini: longer than %zu bytes", dir,
+                     len ? len - 1 : 0);
+  if (rc != 0 && len)
+    buf[0] = '\0';
+  free(dir);
+  return rc;
 }
 
 /* ---- the lock ----------------------------------------------------------- */

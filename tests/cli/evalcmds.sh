@@ -210,7 +210,8 @@ expect 2 'loop.test_ckpt = "first": expected one of last\|best' "test_ckpt = fir
 
 # ---- errors ----
 expect 2 'test: no --ckpt' "test without --ckpt: exit 2" -- test "$T/cls.ini"
-expect 2 'validate: no config file' "validate without a config: exit 2" -- validate --ckpt "$R/checkpoints/last.ckpt"
+# (--ckpt alone takes its run's config.ini: tests/cli/ckptmodel.sh)
+expect 2 'validate: no --ckpt' "validate without a config or a checkpoint: exit 2" -- validate
 expect 2 'predict: unexpected "--bogus"' "predict with an unknown option: exit 2" -- \
   predict "$T/cls.ini" --ckpt "$R/checkpoints/last.ckpt" --bogus
 expect 2 'nope.ckpt: no such checkpoint' "test with a missing checkpoint: exit 2" -- \
