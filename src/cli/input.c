@@ -111,12 +111,14 @@ static int read_npy(const char *path, const want *w, void **out, size_t *n) {
   if (rc != 0)
     cli_error("predict: --input %s: %s", path, why);
   else if (!same_squeezed(h.shape + 1, h.ndim - 1, w->dims, w->ndim)) {
+    npy_header sample = h; /* the shape after the first dimension */
+    sample.ndim = h.ndim - 1;
+    memmove(sample.shape, h.shape + 1, sample.ndim * sizeof *sample.shape);
+    char one[160];
     cli_error("predict: --input %s holds an array of shape %s: samples of "
               "shape %s, but the model takes samples of %s",
               path, npy_shape_text(&h, shape, sizeof shape),
-              h.ndim == 1 ? "() (one value)"
-                          : "(its dimensions after the first)",
-              w->text);
+              npy_shape_text(&sample, one, sizeof one), w->text);
     rc = -1;
   } else if (h.shape[0] == 0) {
     cli_error("predict: --input %s holds no sample", path);

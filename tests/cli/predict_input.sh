@@ -72,7 +72,7 @@ import numpy as np
 x = np.load('$D/test_x.npy'); y = np.load('$D/test_y.npy')
 np.save('$T/xy.npy', np.hstack([x, y[:, None].astype(np.float32)]))
 "
-expect 2 "xy.npy holds an array of shape \(30, 5\).*model takes samples of f32 \[4\]" \
+expect 2 "xy.npy holds an array of shape \(30, 5\): samples of shape \(5,\), but the model takes samples of f32 \[4\]" \
   "--input with a label column (30, 5): refused naming both shapes, exit 2" -- \
   predict "$T/blobs.ini" --ckpt "$CK" --input "$T/xy.npy"
 expect 2 "x_3feat.npy holds an array of shape \(90, 3\).*f32 \[4\]" \
