@@ -15,6 +15,7 @@
 
 #include "layertypes.h"
 #include "loop.h"
+#include "setup.h"
 
 struct lk_model {
   lk__env *env;
@@ -66,6 +67,21 @@ static int make(lk__env *env, const lk_config *cfg, lk__kind_id k,
   return rc;
 }
 
+/* The step plugin of CFG in ENV, its options parsed, not created: what
+ * a data plugin's auto size (text's block_size) is taken from. */
+static int model_options(lk__env *env, const lk_config *cfg) {
+  const lk_config_entry *e = lk_config_find(cfg, "plugins", "step");
+  if (!e || is_none(e))
+    return lk__err(LK_ECONFIG, "lk_model_open: [plugins] step names no "
+                               "model plugin");
+  lk__instance *in = NULL;
+  int rc = lk__registry_assign(env, LK__KIND_STEP, e->value, e->where, &in);
+  if (rc == 0)
+    rc = lk__options_parse(in->desc, in->name, cfg, &in->opts);
+  env->reg.role[LK__KIND_STEP] = in;
+  return rc;
+}
+
 /* The sample shape of CFG's data plugin into *S. */
 static int data_shape(const lk_config *cfg, lk_sample_shape *s) {
   const lk_config_entry *e = lk_config_find(cfg, "plugins", "data");
@@ -77,8 +93,11 @@ static int data_shape(const lk_config *cfg, lk_sample_shape *s) {
   lk__env *env = new_env(cfg);
   if (!env)
     return lk__err(LK_ENOMEM, "out of memory");
+  env->prepare = lk__auto_data_options;
   lk__instance *in = NULL;
-  int rc = make(env, cfg, LK__KIND_DATA, e->value, e->where, &in);
+  int rc = model_options(env, cfg);
+  if (rc == 0)
+    rc = make(env, cfg, LK__KIND_DATA, e->value, e->where, &in);
   if (rc == 0) {
     env->reg.role[LK__KIND_DATA] = in;
     rc = lk_host_data_shape(&in->host, s);

@@ -197,4 +197,38 @@ lk predict "$T/reg.ini" --ckpt "$T/reg/checkpoints/last.ckpt" --input "$T/rin.cs
 check "--input to a regression: header index,y0 and predict's 20 rows" \
   sh -c "head -1 '$T/reg-in.csv' | grep -qx 'index,y0' && cmp -s '$T/reg-ref.csv' '$T/reg-in.csv'"
 
+# ---- 5. tokens: a language model over bytes (text's block_size = auto) --
+awk 'BEGIN { for (i = 0; i < 400; i++) printf "the quick brown fox %d jumps over the lazy dog\n", i }' >"$T/corpus.txt"
+config lm <<INI
+[loop]
+max_steps = 3
+[plugins]
+step = sequential
+optimizer = adamw
+data = text
+callbacks = checkpoint
+[text]
+path = $T/corpus.txt
+batch_size = 2
+val_split = 0.2
+[sequential]
+layers = embedding(128, 8), relu, linear(128)
+block_size = 12
+INI
+train "$T/lm.ini" --out "$T/lm"
+printf '116,104,101,32,113,117,105,99,107,32,98,114\n32,111,118,101,114,32,116,104,101,32,108,97\n' >"$T/tokens.csv"
+lk predict "$T/lm.ini" --ckpt "$T/lm/checkpoints/last.ckpt" --input "$T/tokens.csv" >"$T/lm-csv.csv"
+check "--input tokens (CSV) with text.block_size = auto: the model's 12, two rows of 128 probabilities" \
+  sh -c "test \$(wc -l <'$T/lm-csv.csv') -eq 3 && head -1 '$T/lm-csv.csv' | grep -q ',p127\$'"
+/usr/bin/python3 -c "
+import numpy as np
+np.save('$T/tokens.npy', np.loadtxt('$T/tokens.csv', delimiter=',', dtype=np.int32))
+"
+lk predict "$T/lm.ini" --ckpt "$T/lm/checkpoints/last.ckpt" --input "$T/tokens.npy" >"$T/lm-npy.csv"
+check "--input the same tokens as an int32 .npy: the same rows" cmp -s "$T/lm-csv.csv" "$T/lm-npy.csv"
+printf '116,104,101,32,113,117,105,99,107,32,98,114.5\n' >"$T/half.csv"
+expect 2 "half.csv:1: value 12 is 114.5: not a token" \
+  "--input a token that is not a whole number: refused naming line and value" -- \
+  predict "$T/lm.ini" --ckpt "$T/lm/checkpoints/last.ckpt" --input "$T/half.csv"
+
 finish
