@@ -84,6 +84,10 @@ expect 2 "bad_magic.npy: .*magic" \
 expect 2 "x_nan.npy: element [0-9]+ \(sample [0-9]+\) is nan" \
   "--input holding a NaN: refused naming the element" -- \
   predict "$T/blobs.ini" --ckpt "$CK" --input "$D/x_nan.npy"
+expect 2 "0\.weight is f32\[8,4\] there but f32\[5,4\]" \
+  "--input with --set: the config as changed (another net) is the model opened" -- \
+  predict "$T/blobs.ini" --ckpt "$CK" --input "$D/test_x.npy" \
+  --set "sequential.layers=linear(5), batchnorm1d, relu, dropout(0.5), linear(3)"
 expect 2 "predict: --input needs a value" "--input without a value: exit 2" -- \
   predict "$T/blobs.ini" --ckpt "$CK" --input
 expect 2 "-o .*in-o.csv is the --input file itself" \
