@@ -124,6 +124,13 @@ static int read_npy(const char *path, const want *w, void **out, size_t *n) {
     cli_error("predict: --input %s holds no sample", path);
     rc = -1;
   }
+  /* The one case where "as they are" is likely not what was meant. */
+  if (rc == 0 && h.type == NPY_U1 && w->dtype == LK_F32)
+    cli_error("predict: warning: --input %s holds uint8 values, taken as "
+              "they are (0 to 255); a net trained on scaled images (idx's "
+              "or npy's normalize = scale: x / 255) expects them divided by "
+              "255",
+              path);
   bool swap = npy_swapped(&h);
   *n = rc == 0 ? (size_t)h.shape[0] : 0;
   *out = rc == 0 ? malloc(*n * w->numel * sizeof(float)) : NULL;

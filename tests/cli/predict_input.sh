@@ -125,6 +125,8 @@ check "--input of images (N, 1, 6, 6) to a conv net: predict's rows" \
 lk predict "$T/img.ini" --ckpt "$T/img/checkpoints/last.ckpt" --input "$D/img_u1.npy" >"$T/img-u1.csv"
 check "--input (48, 6, 6) uint8 to a net of [1, 6, 6]: 48 rows" \
   sh -c "test \$(wc -l <'$T/img-u1.csv') -eq 49"
+check "... with a warning that the bytes are not divided by 255" \
+  grep -q "warning: --input .*img_u1.npy holds uint8 values, taken as they are" "$T/err"
 
 # ---- 3. a CSV without a label column -------------------------------------
 awk 'BEGIN { print "a,b,label"
