@@ -8,6 +8,7 @@
 #include "loopkit/error.h"
 #include "loopkit/export.h"
 #include "loopkit/host.h"
+#include "loopkit/infer.h"
 #include "loopkit/plugin.h"
 #include "loopkit/run.h"
 #include "loopkit/tensor.h"

@@ -272,6 +272,10 @@ int lk_host_data_shape(lk_host *host, lk_sample_shape *out) {
     return lk__err(LK_EINVAL, "plugin %s: lk_host_data_shape: OUT is NULL",
                    host->inst->label);
   memset(out, 0, sizeof *out);
+  if (!d && host->env->sample_shape) {
+    *out = *host->env->sample_shape;
+    return 0;
+  }
   int (*shape)(void *, lk_sample_shape *) = NULL;
   void (*entry)(void) =
       d ? lk__entry_of(d, LK__KIND_DATA, LK__ENTRY(lk_data_ops, shape)) : NULL;

@@ -50,6 +50,14 @@ int cli_run_config(const char *cmd, const char *usage, const char *ckpt,
  * parameters (as create made them when untrained): 0, or non-zero after
  * cli_error (nothing was evaluated: EXIT_USAGE). */
 int cli_open_model(const cli_model_args *a, lk_run **run);
+/* input.c (predict --input): the model of A's config (its --set applied)
+ * with A's checkpoint, as lk_model_open_config opens it, and the data
+ * plugin's batch_size: 0, or an exit status after cli_error. */
+int cli_open_infer(const cli_model_args *a, lk_model **m, size_t *batch);
+/* The samples of file PATH (.npy, else CSV; no labels) for M's input, in
+ * its dtype: *DATA (free it), *N samples. 0, or -1 after cli_error. */
+int cli_read_samples(const char *path, const lk_model *m, void **data,
+                     size_t *n);
 /* The exit status of library code RC: EXIT_USAGE for a config or a
  * checkpoint that does not fit or a plugin without the entry needed,
  * EXIT_FAILED otherwise. */

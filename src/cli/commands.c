@@ -87,6 +87,17 @@ static const cli_option predict_options[] = {
      "FILE), as every output is written (see OUTPUT FILES): - is the "
      "standard output, a regular file is replaced only when the whole "
      "prediction was written."},
+    {"--input", "FILE",
+     "Predict the samples of FILE instead of the test split, with the "
+     "model alone (lk_model_open(3): the data plugin only tells the "
+     "sample shape): a .npy file (any dtype and byte order the npy plugin "
+     "reads; shape [N, sample...], the sample's dimensions the model's "
+     "once those of 1 are left out) or a CSV file of numbers, one sample a "
+     "line, no label column (a first line that is not all numbers is a "
+     "header). The values are taken as they are, without the data "
+     "plugin's normalization; a sample of another shape is refused "
+     "naming both (exit status 2). Predicted in batches of the data "
+     "plugin's batch_size, as the test split is; outputs are f32."},
     {"--set", "SECTION.KEY=VALUE",
      "Override one key of the config (repeatable): the data file to "
      "predict on, as the data plugin's test file (csv.test=FILE)."},
@@ -226,7 +237,8 @@ const cli_command cli_commands[] = {
     {"predict", "[CONFIG.ini]", "a checkpoint's model's outputs, as CSV",
      "Create the config's plugins (no run directory), load checkpoint "
      "CKPT's model and write, for every sample of the test split in its "
-     "order (the config's test file, or the one --set gives), a CSV row of "
+     "order (the config's test file, or the one --set gives; or every "
+     "sample of --input FILE, without labels), a CSV row of "
      "the step plugin's predict_step output, after a header. A classifier "
      "(its output is named logits: mlp, softmax, sequential) gives "
      "index,pred,p0,p1,...: the predicted class (the largest logit, the "

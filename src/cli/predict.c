@@ -12,7 +12,11 @@
  * in double; %.9g for f32 outputs). -o FILE is written as every output
  * is (lk_output_open): a regular file atomically, so that a failed
  * prediction leaves no partial file; - the standard output; a device or a
- * FIFO written through. The run that made the checkpoint is only read. */
+ * FIFO written through. The run that made the checkpoint is only read.
+ *
+ * --input FILE predicts the samples of FILE instead (.npy or CSV, no
+ * labels: input.c), with the model alone (lk_model, loopkit/infer.h),
+ * in batches of the data plugin's batch_size as the test split's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +28,7 @@
 #include "cli.h"
 
 static const char usage[] = "usage: loopkit predict [CONFIG.ini] --ckpt CKPT "
-                            "[-o FILE] [--set S.K=V]...";
+                            "[--input FILE] [-o FILE] [--set S.K=V]...";
 
 typedef struct writer {
   FILE *f;
@@ -126,19 +130,94 @@ static int each(void *user, const lk_batch *batch, const lk_tensor *out) {
 }
 
 /* -o FILE must not be a file the prediction reads. */
-static int check_out(const cli_model_args *a) {
+static int check_out(const cli_model_args *a, const char *input) {
   struct stat o, s;
   if (stat(a->out, &o) != 0)
     return 0;
-  const char *inputs[] = {a->ckpt, a->config};
-  for (int i = 0; i < 2; i++)
-    if (stat(inputs[i], &s) == 0 && s.st_dev == o.st_dev &&
+  const char *inputs[] = {a->ckpt, a->config, input};
+  const char *what[] = {"checkpoint", "config", "--input file"};
+  for (int i = 0; i < 3; i++)
+    if (inputs[i] && stat(inputs[i], &s) == 0 && s.st_dev == o.st_dev &&
         s.st_ino == o.st_ino) {
       cli_error("predict: -o %s is the %s itself: refusing to overwrite it",
-                a->out, i ? "config" : "checkpoint");
+                a->out, what[i]);
       return -1;
     }
   return 0;
+}
+
+/* --input FILE taken out of ARGV (*ARGC shortened) into *INPUT: 0, or -1
+ * after cli_error. */
+static int take_input(int *argc, char **argv, const char **input) {
+  int k = 0;
+  for (int i = 0; i < *argc; i++) {
+    if (strcmp(argv[i], "--input") != 0) {
+      argv[k++] = argv[i];
+      continue;
+    }
+    if (i + 1 >= *argc || *input) {
+      cli_error("predict: %s; %s",
+                *input ? "--input given twice" : "--input needs a value",
+                usage);
+      return -1;
+    }
+    *input = argv[++i];
+  }
+  *argc = k;
+  return 0;
+}
+
+/* The samples of INPUT through M into W, BATCH at a time; the status. */
+static int predict_samples(lk_model *m, const void *x, size_t n, size_t batch,
+                           writer *w) {
+  size_t ndim, dims[LK_MAX_DIMS], width = 1;
+  const char *name;
+  lk_model_input_shape(m, NULL, &ndim, dims);
+  size_t in = 1;
+  for (size_t i = 0; i < ndim; i++)
+    in *= dims[i];
+  lk_model_output_shape(m, &ndim, dims, &name);
+  for (size_t i = 0; i < ndim; i++)
+    width *= dims[i];
+  size_t cap = batch < n ? batch : n;
+  float *y = malloc(cap * width * sizeof *y);
+  if (!y) {
+    cli_error("predict: out of memory");
+    return EXIT_FAILED;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i += cap) {
+    size_t k = n - i < cap ? n - i : cap;
+    lk_tensor out = {.name = name,
+                     .dtype = LK_F32,
+                     .ndim = 2,
+                     .shape = {k, width},
+                     .numel = k * width,
+                     .data = y};
+    rc = lk_model_forward(m, (const char *)x + i * in * sizeof(float), k, y);
+    if (rc != 0)
+      cli_error("predict: %s", lk_last_error());
+    else
+      rc = each(w, NULL, &out);
+  }
+  free(y);
+  return rc == 0 ? 0 : EXIT_FAILED;
+}
+
+/* predict --input: the model alone, on the file's samples. */
+static int predict_input(const cli_model_args *a, const char *input,
+                         writer *w) {
+  lk_model *m = NULL;
+  size_t batch, n = 0;
+  void *x = NULL;
+  int status = cli_open_infer(a, &m, &batch);
+  if (status == 0 && cli_read_samples(input, m, &x, &n) != 0)
+    status = EXIT_USAGE;
+  if (status == 0)
+    status = predict_samples(m, x, n, batch, w);
+  free(x);
+  lk_model_close(m);
+  return status;
 }
 
 /* Predicts into W->f; the status. */
@@ -164,11 +243,13 @@ static int predict(lk_run *run, writer *w, const char *config) {
 
 int cli_predict(int argc, char **argv) {
   cli_model_args a = {0};
-  if (cli_model_args_parse("predict", usage, argc, argv, true, &a) != 0 ||
-      (a.out && check_out(&a) != 0))
+  const char *input = NULL;
+  if (take_input(&argc, argv, &input) != 0 ||
+      cli_model_args_parse("predict", usage, argc, argv, true, &a) != 0 ||
+      (a.out && check_out(&a, input) != 0))
     return EXIT_USAGE;
   lk_run *run = NULL;
-  if (cli_open_model(&a, &run) != 0)
+  if (!input && cli_open_model(&a, &run) != 0)
     return EXIT_USAGE;
   lk_output *o;
   if (lk_output_open(a.out ? a.out : "-", NULL, &o) != 0) {
@@ -179,7 +260,8 @@ int cli_predict(int argc, char **argv) {
   writer w = {.f = lk_output_stream(o),
               .name =
                   a.out && strcmp(a.out, "-") ? a.out : "the standard output"};
-  int status = predict(run, &w, a.config);
+  int status =
+      input ? predict_input(&a, input, &w) : predict(run, &w, a.config);
   if (lk_output_close(o, status == 0) != 0 && status == 0) {
     cli_error("predict: %s", lk_last_error());
     status = EXIT_FAILED;

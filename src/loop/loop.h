@@ -294,6 +294,11 @@ void lk__model_copy_free(lk__model_copy *c);
 /* Whether tensor NAME is a state of the model's plugins (the step's or
  * the backward's, named PLUGIN.NAME): batch norm's running statistics. */
 bool lk__model_state(const lk_run *run, const char *name);
+/* lk_run_load_params on an environment with or without a run
+ * (lk_model_open's): the checkpoint PATH's parameters and model states
+ * into ENV's step (and backward) plugin, checked by name, dtype and shape
+ * both ways first. */
+int lk__env_load_params(lk__env *env, const char *path);
 
 /* ---- optim_step.c: stepping the optimizers and schedulers ---------------- */
 

@@ -31,9 +31,9 @@ static bool same_shape(const lk_tensor *a, const lk_tensor *b) {
  * statistics): a state of the step's or the backward's plugin, named
  * PLUGIN.NAME. The others (the optimizer's, callbacks') are not the
  * model's, and a prediction never reads them. */
-bool lk__model_state(const lk_run *run, const char *name) {
-  const lk__instance *who[2] = {lk__role(run, LK__KIND_STEP),
-                                lk__role(run, LK__KIND_BACKWARD)};
+static bool env_model_state(const lk__env *env, const char *name) {
+  const lk__instance *who[2] = {env->reg.role[LK__KIND_STEP],
+                                env->reg.role[LK__KIND_BACKWARD]};
   for (int i = 0; i < 2; i++) {
     size_t len = who[i] ? strlen(who[i]->name) : 0;
     if (len && strncmp(name, who[i]->name, len) == 0 && name[len] == '.')
@@ -42,10 +42,14 @@ bool lk__model_state(const lk_run *run, const char *name) {
   return false;
 }
 
-/* The model's tensors of the run: every parameter, then the model's
+bool lk__model_state(const lk_run *run, const char *name) {
+  return env_model_state(&run->env, name);
+}
+
+/* The model's tensors of ENV: every parameter, then the model's
  * states. *N gets their count; NULL when out of memory. */
-static lk_tensor **model_tensors(const lk_run *run, size_t *n) {
-  const lk__tensors *ts = &run->env.tensors;
+static lk_tensor **model_tensors(const lk__env *env, size_t *n) {
+  const lk__tensors *ts = &env->tensors;
   lk_tensor **all = calloc(ts->n_params + ts->n_states + 1, sizeof *all);
   if (!all)
     return NULL;
@@ -53,7 +57,7 @@ static lk_tensor **model_tensors(const lk_run *run, size_t *n) {
   for (size_t i = 0; i < ts->n_params; i++)
     all[k++] = ts->params[i];
   for (size_t i = 0; i < ts->n_states; i++)
-    if (lk__model_state(run, ts->states[i]->name))
+    if (env_model_state(env, ts->states[i]->name))
       all[k++] = ts->states[i];
   *n = k;
   return all;
@@ -86,10 +90,10 @@ static char *trained_with(const char *path) {
  * model's tensors (in its order) that differs is named, with both shapes,
  * and the config the checkpoint was trained with (TRAINED, "" when not
  * known), which is the one that fits it. */
-static int match(const lk_run *run, const char *path, const char *trained,
+static int match(const lk__env *env, const char *path, const char *trained,
                  const lk__ckpt *ck, lk_tensor *const *mine, size_t n,
                  size_t n_params, const lk_tensor **match) {
-  const char *step = lk__role(run, LK__KIND_STEP)->label;
+  const char *step = env->reg.role[LK__KIND_STEP]->label;
   for (size_t i = 0; i < n; i++) {
     const lk_tensor *p = mine[i];
     const char *what = i < n_params ? "parameter" : "state";
@@ -111,7 +115,7 @@ static int match(const lk_run *run, const char *path, const char *trained,
   }
   for (size_t k = 0; k < ck->n; k++) {
     bool param = ck->kinds[k] == LK__CKPT_PARAM;
-    if (!param && !lk__model_state(run, ck->tensors[k].name))
+    if (!param && !env_model_state(env, ck->tensors[k].name))
       continue;
     bool known = false;
     for (size_t i = 0; i < n && !known; i++)
@@ -131,9 +135,9 @@ static int match(const lk_run *run, const char *path, const char *trained,
 }
 
 /* The model's plugins check the values they now hold, as after a resume. */
-static int check_model_state(const lk_run *run, const char *path) {
-  const lk__instance *who[2] = {lk__role(run, LK__KIND_STEP),
-                                lk__role(run, LK__KIND_BACKWARD)};
+static int check_model_state(const lk__env *env, const char *path) {
+  const lk__instance *who[2] = {env->reg.role[LK__KIND_STEP],
+                                env->reg.role[LK__KIND_BACKWARD]};
   int rc = 0;
   for (int i = 0; i < 2 && rc == 0; i++)
     if (who[i] && !(i == 1 && who[i] == who[0]))
@@ -141,28 +145,32 @@ static int check_model_state(const lk_run *run, const char *path) {
   return rc;
 }
 
-int lk_run_load_params(lk_run *run, const char *path) {
+int lk__env_load_params(lk__env *env, const char *path) {
   lk__ckpt *ck;
   int rc = lk__ckpt_read(path, &ck, NULL);
   if (rc != 0)
     return rc;
   size_t n = 0;
-  lk_tensor **mine = model_tensors(run, &n);
+  lk_tensor **mine = model_tensors(env, &n);
   const lk_tensor **found = calloc(n + 1, sizeof *found);
   char *note = trained_with(path);
-  rc = mine && found ? match(run, path, note ? note : "", ck, mine, n,
-                             run->env.tensors.n_params, found)
+  rc = mine && found ? match(env, path, note ? note : "", ck, mine, n,
+                             env->tensors.n_params, found)
                      : lk__err(LK_ENOMEM, "out of memory");
   free(note);
   for (size_t i = 0; rc == 0 && i < n; i++)
     memcpy(mine[i]->data, found[i]->data,
            mine[i]->numel * lk_dtype_size(mine[i]->dtype));
   if (rc == 0)
-    rc = check_model_state(run, path);
+    rc = check_model_state(env, path);
   free(found);
   free(mine);
   lk__ckpt_free(ck);
   return rc;
+}
+
+int lk_run_load_params(lk_run *run, const char *path) {
+  return lk__env_load_params(&run->env, path);
 }
 
 /* ---- the model's tensors kept aside (the test on best.ckpt) ------------- */
@@ -185,7 +193,7 @@ void lk__model_copy_free(lk__model_copy *c) {
 
 int lk__model_keep(const lk_run *run, lk__model_copy **out) {
   lk__model_copy *c = calloc(1, sizeof *c);
-  if (!c || !(c->tensors = model_tensors(run, &c->n)) ||
+  if (!c || !(c->tensors = model_tensors(&run->env, &c->n)) ||
       !(c->data = calloc(c->n + 1, sizeof *c->data))) {
     if (c)
       c->n = 0;

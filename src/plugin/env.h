@@ -28,6 +28,10 @@ struct lk__env {
   lk__logger log;
   const lk_config *src_cfg; /* during creation: where options come from */
   lk_run *run;              /* the training run; NULL outside one */
+  /* Without a data plugin: the samples' shape lk_host_data_shape gives
+   * (lk_model_open's, read from the config's data plugin and that plugin
+   * then freed); NULL: none. */
+  const lk_sample_shape *sample_shape;
   /* Before an instance's create: its options' auto values made numbers
    * (auto.c's lk__auto_options, set by a run). NULL: none can be. */
   int (*prepare)(lk__env *env, lk__instance *in);

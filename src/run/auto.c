@@ -147,9 +147,9 @@ static int sched_span(lk_run *run, const lk__instance *in, span *out) {
 }
 
 /* A data plugin's OPTION = auto: the model's option of that name. */
-static int model_value(lk_run *run, const lk__instance *in, const char *option,
-                       int64_t *v, char *why, size_t len) {
-  const lk__instance *model = lk__role(run, LK__KIND_STEP);
+static int model_value(const lk__env *env, const lk__instance *in,
+                       const char *option, int64_t *v, char *why, size_t len) {
+  const lk__instance *model = env->reg.role[LK__KIND_STEP];
   for (size_t k = 0; model && k < lk__options_count(model->opts); k++) {
     const lk_option *o = lk__options_decl(model->opts, k);
     if (o->type == LK_OPT_INT && strcmp(o->name, option) == 0 &&
@@ -183,7 +183,7 @@ static int resolve(lk_run *run, lk__instance *in, size_t k) {
   if (plays(in, LK__KIND_SCHEDULER) || in->parent)
     rc = sched_span(run, in, &s);
   else if (plays(in, LK__KIND_DATA))
-    rc = model_value(run, in, name, &s.len, s.why, sizeof s.why);
+    rc = model_value(&run->env, in, name, &s.len, s.why, sizeof s.why);
   else
     rc = lk__err(LK_ECONFIG,
                  "%s: option %s.%s = auto: auto is a scheduler's length or a "
@@ -221,6 +221,27 @@ static int note_past(lk_run *run, const lk__instance *in, size_t k) {
             "steps %lld times (%s); %s = auto follows the run",
             lk_opt_where(in->opts, name), in->name, name, (long long)v,
             (long long)s.len, s.why, name);
+  return rc;
+}
+
+/* Outside a run (lk_model_open): a data plugin's auto sizes only, from
+ * the model's options, which must be parsed already. */
+int lk__auto_data_options(lk__env *env, lk__instance *in) {
+  int rc = 0;
+  for (size_t k = 0; rc == 0 && k < lk__options_count(in->opts); k++) {
+    if (!lk__options_is_auto(in->opts, k) || !plays(in, LK__KIND_DATA))
+      continue;
+    const char *name = lk__options_decl(in->opts, k)->name;
+    span s = {0};
+    rc = model_value(env, in, name, &s.len, s.why, sizeof s.why);
+    if (rc != 0)
+      return lk__err_prefix(rc, "%s: option %s.%s = auto",
+                            lk_opt_where(in->opts, name), in->name, name);
+    char text[32], where[320];
+    snprintf(text, sizeof text, "%lld", (long long)s.len);
+    snprintf(where, sizeof where, "auto (%s)", s.why);
+    rc = lk__options_replace(in->desc, in->opts, name, text, where);
+  }
   return rc;
 }
 

@@ -45,5 +45,8 @@ void lk__optim_free(lk__optim *o);
  * scheduler's length, the run's; a data plugin's size, the model's
  * (env->prepare of a run). */
 int lk__auto_options(lk__env *env, lk__instance *in);
+/* The same for a data plugin outside a run (lk_model_open's): its sizes
+ * given as auto, from the model's options (parsed, the step role set). */
+int lk__auto_data_options(lk__env *env, lk__instance *in);
 
 #endif

@@ -58,6 +58,13 @@ check "... the loss falls tenfold from the first step to the last" \
     END { exit !(first > 0 && last < first / 10) }' mysilu/run/metrics.csv
 check "... and the run's summary names the layer" sh -c "
   cd mysilu && '$LOOPKIT' summary mysilu.ini 2>&1 | grep -q silu"
+# predict --input opens the net with lk_model, [plugins] layers included.
+cut -d, -f1,2 mysilu/features.csv >mysilu/x.csv
+lk_in mysilu predict mysilu.ini --ckpt run/checkpoints/last.ckpt \
+  --set csv.test=features.csv -o ref.csv
+lk_in mysilu predict mysilu.ini --ckpt run/checkpoints/last.ckpt --input x.csv -o in.csv
+check "predict --input of the net with the layer plugin's silu: predict's rows" sh -c "
+  test \$(wc -l <mysilu/in.csv) -gt 2 && cmp -s mysilu/ref.csv mysilu/in.csv"
 lk_in mysilu gradcheck mysilu.ini
 status=$?
 check "gradcheck: silu's backward agrees with central differences" sh -c "

@@ -74,11 +74,6 @@ typedef struct npy_set {
   const char *x_shape; /* the option: the declared sample shape */
 } npy_set;
 
-static bool big_endian_host(void) {
-  const uint16_t one = 1;
-  return *(const unsigned char *)&one == 0;
-}
-
 static void npy_destroy(void *self) {
   npy_set *s = self;
   if (!s)
@@ -103,38 +98,9 @@ static void npy_destroy(void *self) {
 
 /* ---- reading values ------------------------------------------------------ */
 
-static uint64_t load_bits(const unsigned char *p, size_t size, bool swap) {
-  if (size == 4) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return swap ? __builtin_bswap32(v) : v;
-  }
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return swap ? __builtin_bswap64(v) : v;
-}
-
-/* Element I of A, as a double (exact for every type but int64 past 2^53,
- * which only messages see). */
+/* Element I of A, as a double (npy_format.h). */
 static double value_at(const npy_array *a, uint64_t i) {
-  const unsigned char *p = a->data + i * a->h.itemsize;
-  uint64_t bits = a->h.itemsize > 1 ? load_bits(p, a->h.itemsize, a->swap) : 0;
-  switch (a->h.type) {
-  case NPY_F4: {
-    uint32_t b = (uint32_t)bits;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-  }
-  case NPY_F8: {
-    double v;
-    memcpy(&v, &bits, 8);
-    return v;
-  }
-  case NPY_U1: return *p;
-  case NPY_I4: return (int32_t)(uint32_t)bits;
-  default: return (double)(int64_t)bits;
-  }
+  return npy_value_at(&a->h, a->data, a->swap, i);
 }
 
 /* Element I of an integer array. */
@@ -142,8 +108,8 @@ static int64_t int_at(const npy_array *a, uint64_t i) {
   const unsigned char *p = a->data + i * a->h.itemsize;
   switch (a->h.type) {
   case NPY_U1: return *p;
-  case NPY_I4: return (int32_t)(uint32_t)load_bits(p, 4, a->swap);
-  default: return (int64_t)load_bits(p, 8, a->swap);
+  case NPY_I4: return (int32_t)(uint32_t)npy_load_bits(p, 4, a->swap);
+  default: return (int64_t)npy_load_bits(p, 8, a->swap);
   }
 }
 
@@ -262,7 +228,7 @@ static int array_at(npy_set *s, const char *file, const char *label,
   if (npy_parse_header(buf, len, &a->h, why, sizeof why) != 0)
     return lk_fail(s->d.host, LK_EFORMAT, "%s: %s", file, why);
   a->data = buf + a->h.offset;
-  a->swap = a->h.itemsize > 1 && a->h.big_endian != big_endian_host();
+  a->swap = npy_swapped(&a->h);
   return 0;
 }
 

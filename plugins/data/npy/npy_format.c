@@ -542,3 +542,44 @@ int npz_parse(const unsigned char *buf, size_t len, npz_member **out,
   *n_out = (size_t)count;
   return 0;
 }
+
+/* ---- the data ------------------------------------------------------------ */
+
+bool npy_swapped(const npy_header *h) {
+  const uint16_t one = 1;
+  bool big_host = *(const unsigned char *)&one == 0;
+  return h->itemsize > 1 && h->big_endian != big_host;
+}
+
+uint64_t npy_load_bits(const unsigned char *p, size_t size, bool swap) {
+  if (size == 4) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return swap ? __builtin_bswap32(v) : v;
+  }
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return swap ? __builtin_bswap64(v) : v;
+}
+
+double npy_value_at(const npy_header *h, const unsigned char *data, bool swap,
+                    uint64_t i) {
+  const unsigned char *p = data + i * h->itemsize;
+  uint64_t bits = h->itemsize > 1 ? npy_load_bits(p, h->itemsize, swap) : 0;
+  switch (h->type) {
+  case NPY_F4: {
+    uint32_t b = (uint32_t)bits;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+  }
+  case NPY_F8: {
+    double v;
+    memcpy(&v, &bits, 8);
+    return v;
+  }
+  case NPY_U1: return *p;
+  case NPY_I4: return (int32_t)(uint32_t)bits;
+  default: return (double)(int64_t)bits;
+  }
+}

@@ -44,6 +44,18 @@ typedef struct npy_header {
 int npy_parse_header(const unsigned char *buf, size_t len, npy_header *h,
                      char *why, size_t why_len);
 
+/* Whether the data of H is in the other byte order than this host's. */
+bool npy_swapped(const npy_header *h);
+
+/* The SIZE (4 or 8) bytes at P as an integer, byte-swapped when SWAP. */
+uint64_t npy_load_bits(const unsigned char *p, size_t size, bool swap);
+
+/* Element I of the data at DATA, as H describes it (SWAP: npy_swapped),
+ * as a double: exact for every type but int64 past 2^53. The data is
+ * read by the npy data plugin and by loopkit predict --input. */
+double npy_value_at(const npy_header *h, const unsigned char *data, bool swap,
+                    uint64_t i);
+
 /* "(60000, 28, 28)", as numpy writes a shape, into BUF. */
 const char *npy_shape_text(const npy_header *h, char *buf, size_t len);
 
