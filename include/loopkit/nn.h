@@ -269,10 +269,10 @@ LK_API int lk_nn_sigmoid_backward(lk_nn *nn, float *dinp, const float *dout,
 /* Since ABI 1.6: torch's SiLU, LeakyReLU(negative_slope), ELU(alpha),
  * Softplus(beta, threshold), Mish, Hardswish and Hardsigmoid, each
  * differentiating through its input with torch's formulas (at the kinks
- * too: hardswish's derivative x / 3 + 1/2 on [-3, 3], hardsigmoid's 1/6
- * on (-3, 3) only, LeakyReLU's and ELU's at 0 those of x < 0). Softplus is
- * x where beta x > threshold, else log(1 + e^(beta x)) / beta; beta must
- * be > 0 (else LK_EINVAL). */
+ * too: hardswish's derivative x / 3 + 1/2 on [-3, 3), so -1/2 at -3 and 1
+ * at 3; hardsigmoid's 1/6 on (-3, 3) only; LeakyReLU's and ELU's at 0
+ * those of x < 0). Softplus is x where beta x > threshold, else
+ * log(1 + e^(beta x)) / beta; beta must be > 0 (else LK_EINVAL). */
 LK_API int lk_nn_silu_forward(lk_nn *nn, float *out, const float *inp,
                               size_t n);
 LK_API int lk_nn_silu_backward(lk_nn *nn, float *dinp, const float *dout,

@@ -8,7 +8,7 @@
  * sigmoid_backward, silu_backward, leaky_relu_backward, elu_backward,
  * softplus_backward, mish_backward, hardswish_backward,
  * hardsigmoid_backward), kinks included: hardswish's derivative is
- * x / 3 + 1/2 on [-3, 3] (so -1/2 at -3 and 3/2 at 3), hardsigmoid's 1/6
+ * x / 3 + 1/2 on [-3, 3) (so -1/2 at -3, and 1 at 3), hardsigmoid's 1/6
  * on (-3, 3) only, LeakyReLU's and ELU's those of x <= 0 at 0. GELU's
  * forward and backward are torch's approximate='tanh' ones written through
  * a sigmoid (vmath.h), equal to them but for rounding. */
@@ -108,7 +108,7 @@ static void backward_task(void *ctx, int task, int thread) {
   case HARDSWISH:
     NN_ACC(hi - lo, dx, dy, x,
            nn_sel(v < -3.0f, nn_splat(0.0f),
-                  nn_sel(v <= 3.0f, d * (v / 3.0f + 0.5f), d)));
+                  nn_sel(v < 3.0f, d * (v / 3.0f + 0.5f), d)));
     break;
   case HARDSIGMOID:
     NN_ACC(hi - lo, dx, dy, x,

@@ -3,7 +3,10 @@
  *   inp, out, dout, dinp [outer, D, inner]: the lines of D values at
  *   stride inner (one line per outer and inner index)
  * A line, from its maximum m: e = exp(x - m); softmax = e * (1 / sum e),
- * log_softmax = x - (m + log sum e) (torch's). Backwards from the output y:
+ * log_softmax = (x - m) - log1p(sum e - 1), sum e - 1 summed without
+ * the maximum's 1: torch's x - (m + log sum e) but for the values near 0
+ * (a line whose maximum dominates), which torch's rounding of sum e and
+ * of m + log sum e loses and this keeps. Backwards from the output y:
  * softmax's dx += y (dy - sum dy y), log_softmax's dx += dy - e^y sum dy
  * (torch's softmax_backward_data, log_softmax_backward_data).
  * Lines are cut among tasks by the sizes alone, and a line is done by one
@@ -37,9 +40,18 @@ static void line_forward(const nn_kernels *k, bool log, float *y,
     return;
   }
   k->exp_shift(e, x, m, D);
-  float c = m + logf(nn_sum(e, D));
+  size_t a = 0;
+  while (a < D && !(x[a] == m))
+    a++;
+  float c;
+  if (a < D) { /* sum e = 1 + the others' sum: log1p of that, not log */
+    e[a] = 0;
+    c = log1pf(nn_sum(e, D));
+  } else { /* a NaN maximum */
+    c = logf(nn_sum(e, D));
+  }
   for (size_t i = 0; i < D; i++)
-    y[i] = x[i] - c;
+    y[i] = (x[i] - m) - c;
 }
 
 /* DX [D] += the gradient from DY and Y [D]; E [D] scratch */
