@@ -302,11 +302,11 @@ static void errors(void **state) {
   (void)state;
   refused("softmax", 1, "softmax needs dim");
   refused("LogSoftmax()", 1, "logsoftmax needs dim");
-  refused("softmax(2)", 1, "softmax: dim 2 out of range");
-  refused("softmax(-3)", 1, "softmax: dim -3 out of range");
-  refused("logsoftmax(4)", 3, "logsoftmax: dim 4 out of range");
-  refused("softmax(0)", 3, "softmax: dim 0 is the batch's");
-  refused("logsoftmax(dim=-4)", 3, "logsoftmax: dim -4 is the batch's");
+  refused("softmax(2)", 1, "dim 2 out of range");
+  refused("softmax(-3)", 1, "dim -3 out of range");
+  refused("logsoftmax(4)", 3, "dim 4 out of range");
+  refused("softmax(0)", 3, "dim 0 is the batch's");
+  refused("logsoftmax(dim=-4)", 3, "dim -4 is the batch's");
   refused("softplus(beta=-1)", 1, "beta = -1: must be > 0");
   refused("softplus(0)", 1, "beta = 0: must be > 0");
   refused("leakyrelu(slope=1)", 1, "leakyrelu takes no argument slope");

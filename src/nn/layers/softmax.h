@@ -33,15 +33,15 @@ static inline int softmax_axis(const lk_layer *l, int *axis) {
   int k = dim < 0 ? dim + nd : dim;
   if (k < 0 || k >= nd)
     return lk__err(LK_ECONFIG,
-                   "%s: dim %d out of range for an input of %d dimensions with "
+                   "dim %d out of range for an input of %d dimensions with "
                    "the batch (%s per sample): expected -%d to %d",
-                   l->type->name, dim, nd,
-                   lk_layer_shape_text(&l->in, a, sizeof a), nd, nd - 1);
+                   dim, nd, lk_layer_shape_text(&l->in, a, sizeof a), nd,
+                   nd - 1);
   if (k == 0)
     return lk__err(LK_ECONFIG,
-                   "%s: dim %d is the batch's: each sample would depend on "
+                   "dim %d is the batch's: each sample would depend on "
                    "the others in its batch",
-                   l->type->name, dim);
+                   dim);
   *axis = k - 1;
   return 0;
 }
