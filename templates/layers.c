@@ -1,5 +1,5 @@
-/* @NAME@: Swish, x * sigmoid(beta x) (torch.nn.SiLU at beta = 1; the
- * built-in silu is that one), as a layer that networks described in a config use as
+/* @NAME@: Swish, x * sigmoid(beta x) (torch.nn.SiLU at beta = 1, the
+ * built-in silu), as a layer that networks described in a config use as
  * they use the built-in ones. A loopkit plugin of kind layers, written by
  * `loopkit new`.
  *

@@ -76,12 +76,12 @@ check "... (the planted error is in the copy)" sh -c "! grep -q 'beta \* x\[0\]\
 cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
   wrong/wrongsilu.c -o wrong/wrongsilu.so -lm 2>"$T/build.log"
 lk_in mysilu gradcheck mysilu.ini --set "plugins.layers=$W/wrong/wrongsilu.so" \
-  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), mystery, linear(1)'
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), swish, linear(1)'
 status=$?
 check "gradcheck: a Swish with a wrong backward after batch norm and ReLU fails (exit 1)" sh -c "
   test $status -eq 1 && grep -q 'over tolerance' '$T/out'"
 lk_in mysilu gradcheck mysilu.ini \
-  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), mystery, linear(1)'
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), swish, linear(1)'
 status=$?
 check "... where the right one passes" sh -c "
   test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
