@@ -51,6 +51,13 @@ check "... where 1 thread was asked first" sh -c "
   '$LOOPKIT' train '$T/net.ini' --quiet --out '$T/run1' --set loop.threads=1 >/dev/null 2>&1 &&
   awk -F, 'NR > 1 && \$3 != \"\" { print \$3 }' '$T/run1/metrics.csv' | cmp -s - '$T/losses'"
 
+check "identity first, inside and last changes nothing: the losses of the net without it" sh -c "
+  '$LOOPKIT' train '$T/net.ini' --quiet --out '$T/plain' --set 'sequential.layers=flatten, linear(3)' >/dev/null 2>&1 &&
+  '$LOOPKIT' train '$T/net.ini' --quiet --out '$T/ident' --set 'sequential.layers=Identity, flatten, identity, linear(3), identity' >/dev/null 2>&1 &&
+  awk -F, 'NR > 1 && \$3 != \"\" { print \$3 }' '$T/plain/metrics.csv' >'$T/l.plain' &&
+  awk -F, 'NR > 1 && \$3 != \"\" { print \$3 }' '$T/ident/metrics.csv' >'$T/l.ident' &&
+  test -s '$T/l.plain' && cmp -s '$T/l.plain' '$T/l.ident'"
+
 # ---- gradcheck: every backward against central differences ----------------
 expect 0 '^gradcheck: passed \(tolerance 0\.01 for f32\)$' "gradcheck passes on the net of every activation" \
   -- gradcheck "$T/net.ini"
