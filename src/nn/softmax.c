@@ -10,9 +10,10 @@
  * softmax's dx += y (dy - sum dy y), log_softmax's dx += dy - e^y sum dy
  * (torch's softmax_backward_data, log_softmax_backward_data).
  * Lines are cut among tasks by the sizes alone, and a line is done by one
- * task: a line at stride inner > 1 is copied to the thread's scratch and
- * done as a contiguous one, the same code, so every line's result is the
- * same bits wherever it lies and at any thread count. */
+ * task: lines at stride inner > 1 are copied to the thread's scratch, a
+ * block of neighbours at a time, and done as contiguous ones, the same
+ * code, so every line's result is the same bits wherever it lies and at
+ * any thread count. */
 #include <math.h>
 
 #include "nn_internal.h"
@@ -69,52 +70,82 @@ static void line_backward(const nn_kernels *k, bool log, float *dx,
     dx[i] += dy[i] - e[i] * s;
 }
 
-/* The first value of line L and its stride. */
-static size_t line_start(const job *j, size_t l) {
-  size_t o = l / (size_t)j->inner, q = l % (size_t)j->inner;
-  return o * (size_t)j->D * (size_t)j->inner + q;
+/* Work is cut into units: a line when inner = 1, else a block of up to
+ * BLOCK neighbouring lines (inner indices q0 .. q0 + w), copied to the
+ * scratch a row of D per line, BLOCK values of a cache line at a time,
+ * instead of one value per cache line a line at a time. */
+#define BLOCK 16
+
+static size_t blocks(const job *j) { /* per outer index */
+  return ((size_t)j->inner + BLOCK - 1) / BLOCK;
+}
+
+static size_t units(const job *j) {
+  return (size_t)j->outer * (j->inner == 1 ? 1 : blocks(j));
+}
+
+/* Unit U's first value, and its lines' count */
+static size_t unit_start(const job *j, size_t u, size_t *w) {
+  size_t D = (size_t)j->D, st = (size_t)j->inner;
+  if (st == 1) {
+    *w = 1;
+    return u * D;
+  }
+  size_t o = u / blocks(j), q0 = u % blocks(j) * BLOCK;
+  *w = st - q0 < BLOCK ? st - q0 : BLOCK;
+  return o * D * st + q0;
+}
+
+/* rows [w][D] <- the block at A (stride st), and back */
+static void gather(float *rows, const float *a, size_t w, size_t D, size_t st) {
+  for (size_t i = 0; i < D; i++)
+    for (size_t b = 0; b < w; b++)
+      rows[b * D + i] = a[i * st + b];
+}
+static void scatter(float *a, const float *rows, size_t w, size_t D,
+                    size_t st) {
+  for (size_t i = 0; i < D; i++)
+    for (size_t b = 0; b < w; b++)
+      a[i * st + b] = rows[b * D + i];
 }
 
 static void forward_task(void *ctx, int task, int thread) {
   const job *j = ctx;
-  size_t lo, hi, D = (size_t)j->D, st = (size_t)j->inner;
-  nn__range((size_t)j->outer * st, j->parts, task, &lo, &hi);
-  float *s = nn__scratch(j->nn, thread), *x = s + D, *y = s + 2 * D;
-  for (size_t l = lo; l < hi; l++) {
-    size_t a = line_start(j, l);
+  size_t lo, hi, w, D = (size_t)j->D, st = (size_t)j->inner;
+  nn__range(units(j), j->parts, task, &lo, &hi);
+  float *e = nn__scratch(j->nn, thread), *x = e + D, *y = x + BLOCK * D;
+  for (size_t u = lo; u < hi; u++) {
+    size_t a = unit_start(j, u, &w);
     if (st == 1) {
-      line_forward(j->nn->k, j->log, j->out + a, j->inp + a, s, D);
+      line_forward(j->nn->k, j->log, j->out + a, j->inp + a, e, D);
       continue;
     }
-    for (size_t i = 0; i < D; i++)
-      x[i] = j->inp[a + i * st];
-    line_forward(j->nn->k, j->log, y, x, s, D);
-    for (size_t i = 0; i < D; i++)
-      j->out[a + i * st] = y[i];
+    gather(x, j->inp + a, w, D, st);
+    for (size_t b = 0; b < w; b++)
+      line_forward(j->nn->k, j->log, y + b * D, x + b * D, e, D);
+    scatter(j->out + a, y, w, D, st);
   }
 }
 
 static void backward_task(void *ctx, int task, int thread) {
   const job *j = ctx;
-  size_t lo, hi, D = (size_t)j->D, st = (size_t)j->inner;
-  nn__range((size_t)j->outer * st, j->parts, task, &lo, &hi);
-  float *s = nn__scratch(j->nn, thread), *dx = s + D, *dy = s + 2 * D,
-        *y = s + 3 * D;
+  size_t lo, hi, w, D = (size_t)j->D, st = (size_t)j->inner;
+  nn__range(units(j), j->parts, task, &lo, &hi);
+  float *e = nn__scratch(j->nn, thread), *dx = e + D, *dy = dx + BLOCK * D,
+        *y = dy + BLOCK * D;
   float *dinp = j->out;
-  for (size_t l = lo; l < hi; l++) {
-    size_t a = line_start(j, l);
+  for (size_t u = lo; u < hi; u++) {
+    size_t a = unit_start(j, u, &w);
     if (st == 1) {
-      line_backward(j->nn->k, j->log, dinp + a, j->dout + a, j->inp + a, s, D);
+      line_backward(j->nn->k, j->log, dinp + a, j->dout + a, j->inp + a, e, D);
       continue;
     }
-    for (size_t i = 0; i < D; i++) {
-      dx[i] = dinp[a + i * st];
-      dy[i] = j->dout[a + i * st];
-      y[i] = j->inp[a + i * st];
-    }
-    line_backward(j->nn->k, j->log, dx, dy, y, s, D);
-    for (size_t i = 0; i < D; i++)
-      dinp[a + i * st] = dx[i];
+    gather(dx, dinp + a, w, D, st);
+    gather(dy, j->dout + a, w, D, st);
+    gather(y, j->inp + a, w, D, st);
+    for (size_t b = 0; b < w; b++)
+      line_backward(j->nn->k, j->log, dx + b * D, dy + b * D, y + b * D, e, D);
+    scatter(dinp + a, dx, w, D, st);
   }
 }
 
@@ -128,10 +159,14 @@ static int run(lk_nn *nn, bool log, bool back, float *out, const float *inp,
     return lk__err(LK_EINVAL,
                    "%s: sizes outer = %d, D = %d, inner = %d; expected >= 1",
                    name, outer, D, inner);
-  int rc = nn__reserve(nn, name, 0, 4 * (size_t)D * sizeof(float));
+  /* e [D], then three blocks [BLOCK, D]: x, y or dx, dy, y */
+  int rc =
+      nn__reserve(nn, name, 0, (1 + 3 * BLOCK) * (size_t)D * sizeof(float));
   if (rc < 0)
     return rc;
-  size_t lines = (size_t)outer * (size_t)inner;
+  size_t per_unit = (size_t)D * (inner == 1      ? 1
+                                 : inner < BLOCK ? (size_t)inner
+                                                 : BLOCK);
   job j = {.nn = nn,
            .log = log,
            .outer = outer,
@@ -140,7 +175,8 @@ static int run(lk_nn *nn, bool log, bool back, float *out, const float *inp,
            .out = out,
            .inp = inp,
            .dout = dout,
-           .parts = nn__parts(lines, (GRAIN + (size_t)D - 1) / (size_t)D)};
+           .parts = 1};
+  j.parts = nn__parts(units(&j), (GRAIN + per_unit - 1) / per_unit);
   nn__run(nn, j.parts, back ? backward_task : forward_task, &j);
   return 0;
 }
