@@ -310,6 +310,14 @@ static void errors(void **state) {
   refused("softplus(beta=-1)", 1, "beta = -1: must be > 0");
   refused("softplus(0)", 1, "beta = 0: must be > 0");
   refused("leakyrelu(slope=1)", 1, "leakyrelu takes no argument slope");
+  /* arguments a float cannot hold */
+  refused("softplus(1e-300)", 1, "beta = 1e-300: out of a float's range");
+  refused("softplus(1e39)", 1, "beta = 1e+39: out of a float's range");
+  refused("softplus(threshold=-1e39)", 1,
+          "threshold = -1e+39: out of a float's range");
+  refused("leakyrelu(1e39)", 1,
+          "negative_slope = 1e+39: out of a float's range");
+  refused("elu(-1e300)", 1, "alpha = -1e+300: out of a float's range");
   refused("elu(1, 2)", 1, "elu takes 1 positional argument");
   refused("identity(1)", 1, "identity takes 0 positional arguments");
   /* and the kit's own check, for callers that skip the table */

@@ -1,6 +1,8 @@
 /* Softplus: torch.nn.Softplus(beta, threshold), elementwise, with torch's
  * threshold rule (x itself where beta x > threshold); its backward
  * differentiates through its input. */
+#include <float.h>
+
 #include "layers.h"
 
 enum { BETA, THRESHOLD };
@@ -11,6 +13,20 @@ static const lk_layer_arg args[] = {
     {"threshold", LK_LAYER_REAL, LK_LAYER_ARG_POSITIONAL, "20.0", -INFINITY,
      INFINITY, NULL, "x itself where beta x is above it"},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+/* The kit computes in f32: beta must stay a positive normal float, and
+ * the threshold a finite one. */
+static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
+                 lk_layer_shape *out) {
+  (void)n_in, (void)in, (void)out;
+  double b = l->args[BETA].r, t = l->args[THRESHOLD].r;
+  if (!(b >= FLT_MIN && b <= FLT_MAX))
+    return lk__err(LK_ECONFIG, "beta = %g: out of a float's range (%g to %g)",
+                   b, (double)FLT_MIN, (double)FLT_MAX);
+  if (!(fabs(t) <= FLT_MAX))
+    return lk__err(LK_ECONFIG, "threshold = %g: out of a float's range", t);
+  return 0;
+}
 
 static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
                    int n, bool training, lk_rng *rng) {
@@ -36,5 +52,6 @@ const lk_layer_type lk__layer_softplus = {
     .args = args,
     .min_inputs = 1,
     .max_inputs = 1,
+    .infer = infer,
     .forward = forward,
     .backward = backward};
