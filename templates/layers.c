@@ -1,11 +1,11 @@
-/* @NAME@: SiLU, x * sigmoid(beta x) (torch.nn.SiLU at beta = 1, also
- * called swish), as a layer that networks described in a config use as
+/* @NAME@: Swish, x * sigmoid(beta x) (torch.nn.SiLU at beta = 1, the
+ * built-in silu), as a layer that networks described in a config use as
  * they use the built-in ones. A loopkit plugin of kind layers, written by
  * `loopkit new`.
  *
  * Try it:   make && loopkit train @NAME@.ini
  * @NAME@.ini loads this plugin with `[plugins] layers = ./@NAME@.so` and
- * trains the bundled sequential model, `linear(16), silu, linear(1)`, on
+ * trains the bundled sequential model, `linear(16), swish, linear(1)`, on
  * features.csv: its loss falls as it learns y = 0.5 x^2 - x + 2.
  * `loopkit gradcheck @NAME@.ini` holds the backward below against central
  * differences of the loss, and `loopkit inspect ./@NAME@.so` lists the
@@ -15,7 +15,7 @@
  * points to a NULL-terminated array of layer tables (lk_layer_type,
  * include/loopkit/layer.h, which says what each field is for). The host
  * checks each table before it uses it and refuses a layer named like a
- * built-in or like another plugin's. A layer's arguments, `silu(beta=2)`,
+ * built-in or like another plugin's. A layer's arguments, `swish(beta=2)`,
  * are declared as a table, as a plugin's options are; the host parses and
  * checks them and hands the values over in l->args, in the table's order. */
 #include "preamble.h"
@@ -24,7 +24,7 @@
 
 enum { ARG_BETA }; /* the index of each argument in args[] below */
 
-static const lk_layer_arg silu_args[] = {
+static const lk_layer_arg swish_args[] = {
     {"beta", LK_LAYER_REAL,
      LK_LAYER_ARG_POSITIONAL | LK_LAYER_ARG_MIN_OPEN, /* beta > 0 */
      "1", 0, INFINITY, NULL,
@@ -68,11 +68,11 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return 0;
 }
 
-static const lk_layer_type silu = {
+static const lk_layer_type swish = {
     .size = LK_LAYER_TYPE_SIZE, /* the layer.h this file was compiled for */
-    .name = "silu",             /* as `layers = ...` names it, in any case */
+    .name = "swish",            /* as `layers = ...` names it, in any case */
     .summary = "x * sigmoid(beta x)",
-    .args = silu_args,
+    .args = swish_args,
     .min_inputs = 1, /* one input: a layer of a chain */
     .max_inputs = 1,
     .forward = forward,
@@ -80,7 +80,7 @@ static const lk_layer_type silu = {
 };
 
 /* Every layer of the plugin, NULL last. */
-static const lk_layer_type *const types[] = {&silu, NULL};
+static const lk_layer_type *const types[] = {&swish, NULL};
 
 static const lk_layers_ops layers_ops = {.types = types};
 
@@ -89,6 +89,6 @@ LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor = {
     .size = sizeof(lk_descriptor),
     .name = "@NAME@",
     .version = "0.1",
-    .summary = "SiLU, x * sigmoid(beta x), a layer for sequential",
+    .summary = "Swish, x * sigmoid(beta x), a layer for sequential",
     .layers = &layers_ops,
 };

@@ -17,12 +17,14 @@
 
 static void registry(void **state) {
   (void)state;
-  const char *names[] = {"conv2d",      "maxpool2d", "avgpool2d", "batchnorm2d",
-                         "batchnorm1d", "layernorm", "relu",      "gelu",
-                         "tanh",        "sigmoid",   "dropout",   "flatten",
-                         "linear",      "embedding"};
-  assert_int_equal(lk_layer_count(), 14);
-  for (size_t i = 0; i < 14; i++) {
+  const char *names[] = {
+      "conv2d",      "maxpool2d", "avgpool2d",  "batchnorm2d", "batchnorm1d",
+      "layernorm",   "relu",      "gelu",       "tanh",        "sigmoid",
+      "dropout",     "flatten",   "linear",     "embedding",   "silu",
+      "leakyrelu",   "elu",       "softplus",   "mish",        "hardswish",
+      "hardsigmoid", "softmax",   "logsoftmax", "identity"};
+  assert_int_equal(lk_layer_count(), 24);
+  for (size_t i = 0; i < 24; i++) {
     const lk_layer_type *t = lk_layer_at(i);
     assert_non_null(t);
     assert_string_equal(t->name, names[i]);
@@ -30,16 +32,18 @@ static void registry(void **state) {
     assert_ptr_equal(lk_layer_find(names[i], strlen(names[i])), t);
     assert_true(t->forward != NULL || (t->flags & LK_LAYER_VIEW));
   }
-  assert_null(lk_layer_at(14));
+  assert_null(lk_layer_at(24));
   /* torch's class names, any case */
   assert_ptr_equal(lk_layer_find("Conv2d", 6), lk_layer_at(0));
   assert_ptr_equal(lk_layer_find("BATCHNORM1D", 11), lk_layer_at(4));
   assert_ptr_equal(lk_layer_find("ReLUx", 4), lk_layer_at(6));
-  assert_null(lk_layer_find("silu", 4));
+  assert_ptr_equal(lk_layer_find("SiLU", 4), lk_layer_at(14));
+  assert_ptr_equal(lk_layer_find("LogSoftmax", 10), lk_layer_at(22));
+  assert_null(lk_layer_find("swish", 5));
   assert_null(lk_layer_find("conv", 4));
   assert_null(lk_layer_find(NULL, 0));
   /* training and evaluation differ for dropout and the batch norms only */
-  for (size_t i = 0; i < 14; i++) {
+  for (size_t i = 0; i < 24; i++) {
     const lk_layer_type *t = lk_layer_at(i);
     bool differs = !strcmp(t->name, "dropout") || !strncmp(t->name, "batch", 5);
     assert_int_equal(!!(t->flags & LK_LAYER_TRAIN_DIFFERS), differs);

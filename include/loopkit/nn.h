@@ -266,6 +266,62 @@ LK_API int lk_nn_sigmoid_forward(lk_nn *nn, float *out, const float *inp,
 LK_API int lk_nn_sigmoid_backward(lk_nn *nn, float *dinp, const float *dout,
                                   const float *out, size_t n);
 
+/* Since ABI 1.6: torch's SiLU, LeakyReLU(negative_slope), ELU(alpha),
+ * Softplus(beta, threshold), Mish, Hardswish and Hardsigmoid, each
+ * differentiating through its input with torch's formulas (at the kinks
+ * too: hardswish's derivative x / 3 + 1/2 on [-3, 3), so -1/2 at -3 and 1
+ * at 3; hardsigmoid's 1/6 on (-3, 3) only; LeakyReLU's and ELU's at 0
+ * those of x < 0). Softplus is x where beta x > threshold, else
+ * log(1 + e^(beta x)) / beta; beta must be > 0 (else LK_EINVAL). */
+LK_API int lk_nn_silu_forward(lk_nn *nn, float *out, const float *inp,
+                              size_t n);
+LK_API int lk_nn_silu_backward(lk_nn *nn, float *dinp, const float *dout,
+                               const float *inp, size_t n);
+LK_API int lk_nn_leakyrelu_forward(lk_nn *nn, float *out, const float *inp,
+                                   size_t n, float negative_slope);
+LK_API int lk_nn_leakyrelu_backward(lk_nn *nn, float *dinp, const float *dout,
+                                    const float *inp, size_t n,
+                                    float negative_slope);
+LK_API int lk_nn_elu_forward(lk_nn *nn, float *out, const float *inp, size_t n,
+                             float alpha);
+LK_API int lk_nn_elu_backward(lk_nn *nn, float *dinp, const float *dout,
+                              const float *inp, size_t n, float alpha);
+LK_API int lk_nn_softplus_forward(lk_nn *nn, float *out, const float *inp,
+                                  size_t n, float beta, float threshold);
+LK_API int lk_nn_softplus_backward(lk_nn *nn, float *dinp, const float *dout,
+                                   const float *inp, size_t n, float beta,
+                                   float threshold);
+LK_API int lk_nn_mish_forward(lk_nn *nn, float *out, const float *inp,
+                              size_t n);
+LK_API int lk_nn_mish_backward(lk_nn *nn, float *dinp, const float *dout,
+                               const float *inp, size_t n);
+LK_API int lk_nn_hardswish_forward(lk_nn *nn, float *out, const float *inp,
+                                   size_t n);
+LK_API int lk_nn_hardswish_backward(lk_nn *nn, float *dinp, const float *dout,
+                                    const float *inp, size_t n);
+LK_API int lk_nn_hardsigmoid_forward(lk_nn *nn, float *out, const float *inp,
+                                     size_t n);
+LK_API int lk_nn_hardsigmoid_backward(lk_nn *nn, float *dinp,
+                                      const float *dout, const float *inp,
+                                      size_t n);
+
+/* Since ABI 1.6: F.softmax(x, dim) and F.log_softmax(x, dim) over the
+ * middle dimension of [OUTER, D, INNER] (dim's size D, INNER the product
+ * of the sizes after it: 1 for the last dimension), and their backwards
+ * from the output OUT: dinp [OUTER, D, INNER] += the gradient (NULL:
+ * nothing). Each line of D values is done by one thread: the same bits at
+ * any thread count. */
+LK_API int lk_nn_softmax_dim_forward(lk_nn *nn, float *out, const float *inp,
+                                     int outer, int D, int inner);
+LK_API int lk_nn_softmax_dim_backward(lk_nn *nn, float *dinp,
+                                      const float *dout, const float *out,
+                                      int outer, int D, int inner);
+LK_API int lk_nn_log_softmax_forward(lk_nn *nn, float *out, const float *inp,
+                                     int outer, int D, int inner);
+LK_API int lk_nn_log_softmax_backward(lk_nn *nn, float *dinp,
+                                      const float *dout, const float *out,
+                                      int outer, int D, int inner);
+
 /* ---- dropout: nn.Dropout ------------------------------------------------- */
 
 /* Inverted dropout: in training each value is kept with probability 1 - p

@@ -32,7 +32,7 @@ const cli_new_kind cli_new_kinds[] = {
     {"logger", "every metrics.csv row as a line of JSON, resumed in place",
      "data.csv"},
     {"layers",
-     "SiLU, a layer for sequential, with an argument (or --kind layer)",
+     "Swish, a layer for sequential, with an argument (or --kind layer)",
      "features.csv"},
     {NULL, NULL, NULL}};
 

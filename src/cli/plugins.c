@@ -14,7 +14,7 @@ typedef struct listing {
 } listing;
 
 /* A layers plugin's layers on one line, each with its arguments' names:
- * "    layers: silu(beta), other". */
+ * "    layers: swish(beta), other". */
 static void list_layers(const lk_plugin *p) {
   const lk_layer_type *t;
   for (size_t i = 0; (t = lk_plugin_layer(p, i)); i++) {

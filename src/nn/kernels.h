@@ -29,6 +29,45 @@ static void sigmoid(float *y, const float *x, size_t n) {
   NN_MAP(n, y, x, nn_sigmoid(v));
 }
 
+/* The activations of issue 27 that take an exp (vmath.h): y = f(x), and
+ * dx += dy f'(x), through the input. */
+static void silu(float *y, const float *x, size_t n) {
+  NN_MAP(n, y, x, nn_silu(v));
+}
+
+static void silu_grad(float *dx, const float *dy, const float *x, size_t n) {
+  NN_ACC(n, dx, dy, x, d * nn_silu_grad(v));
+}
+
+static void mish(float *y, const float *x, size_t n) {
+  NN_MAP(n, y, x, nn_mish(v));
+}
+
+static void mish_grad(float *dx, const float *dy, const float *x, size_t n) {
+  NN_ACC(n, dx, dy, x, d * nn_mish_grad(v));
+}
+
+static void elu(float *y, const float *x, size_t n, float alpha, float unused) {
+  (void)unused;
+  NN_MAP(n, y, x, nn_elu(v, alpha));
+}
+
+static void elu_grad(float *dx, const float *dy, const float *x, size_t n,
+                     float alpha, float unused) {
+  (void)unused;
+  NN_ACC(n, dx, dy, x, d * nn_elu_grad(v, alpha));
+}
+
+static void softplus(float *y, const float *x, size_t n, float beta,
+                     float threshold) {
+  NN_MAP(n, y, x, nn_softplus(v, beta, threshold));
+}
+
+static void softplus_grad(float *dx, const float *dy, const float *x, size_t n,
+                          float beta, float threshold) {
+  NN_ACC(n, dx, dy, x, d * nn_softplus_grad(v, beta, threshold));
+}
+
 static void exp_shift(float *y, const float *x, float m, size_t n) {
   nn_vf mv = nn_splat(m);
   NN_MAP(n, y, x, nn_exp(v - mv));
@@ -75,6 +114,14 @@ const nn_kernels NN_KERNELS = {.isa = NN_ISA,
                                .gelu_grad = gelu_grad,
                                .tanh = tanh_,
                                .sigmoid = sigmoid,
+                               .silu = silu,
+                               .silu_grad = silu_grad,
+                               .mish = mish,
+                               .mish_grad = mish_grad,
+                               .elu = elu,
+                               .elu_grad = elu_grad,
+                               .softplus = softplus,
+                               .softplus_grad = softplus_grad,
                                .exp_shift = exp_shift,
                                .col_sums = col_sums,
                                .sgemm = sgemm};

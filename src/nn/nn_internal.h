@@ -27,6 +27,18 @@ typedef struct nn_kernels {
   void (*gelu_grad)(float *dx, const float *dy, const float *x, size_t n);
   void (*tanh)(float *y, const float *x, size_t n);
   void (*sigmoid)(float *y, const float *x, size_t n);
+  /* SiLU and Mish: y = f(x); dx += dy * f'(x) */
+  void (*silu)(float *y, const float *x, size_t n);
+  void (*silu_grad)(float *dx, const float *dy, const float *x, size_t n);
+  void (*mish)(float *y, const float *x, size_t n);
+  void (*mish_grad)(float *dx, const float *dy, const float *x, size_t n);
+  /* ELU (alpha, unused) and softplus (beta, threshold), the same way */
+  void (*elu)(float *y, const float *x, size_t n, float a, float b);
+  void (*elu_grad)(float *dx, const float *dy, const float *x, size_t n,
+                   float a, float b);
+  void (*softplus)(float *y, const float *x, size_t n, float a, float b);
+  void (*softplus_grad)(float *dx, const float *dy, const float *x, size_t n,
+                        float a, float b);
   /* y = e^(x - m) */
   void (*exp_shift)(float *y, const float *x, float m, size_t n);
   /* acc[j] += x[i ld + j] for rows i in [0, rows) in order, j < cols */

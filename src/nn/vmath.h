@@ -171,6 +171,117 @@ static inline nn_vf nn_gelu_grad(nn_vf x) {
   return s + s * (e * s) * du;
 }
 
+/* e^x - 1 without the cancellation of nn_exp(x) - 1 near 0 (ELU; torch
+ * uses expm1): with x = n ln 2 + r as in nn_exp_in_range, e^x - 1 =
+ * 2^n (e^r - 1) + (2^n - 1), and e^r - 1 is the polynomial without its 1.
+ * For |x| < ln 2 / 2 (n = 0) that is e^r - 1 itself. -1 below -87.3
+ * (e^x is below a float's precision of 1 there), NaN kept. */
+static inline nn_vf nn_expm1(nn_vf x) {
+  const float magic = 12582912.0f;
+  x = nn_sel(x > 88.0f, nn_splat(88.0f), x);
+  nn_vi under = x < -87.33654f;
+  x = nn_sel(under, nn_splat(-87.33654f), x);
+  nn_vf t = x * 1.44269504088896341f + magic;
+  nn_vf n = t - magic;
+  nn_vf r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  nn_vf z = r * r;
+  nn_vf p = nn_splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * z + r; /* e^r - 1 */
+  nn_vf two_n = nn_asf((nn_asi(t) - nn_asi(nn_splat(magic)) + 127) << 23);
+  return nn_sel(under, nn_splat(-1.0f), p * two_n + (two_n - 1.0f));
+}
+
+/* log(1 + u) for u in [0, 1] (softplus's log1p(e^-|z|)): Cephes' logf of
+ * w = 1 + u, then corrected by u / (w - 1) for the rounding of 1 + u
+ * (Goldberg's log1p; w - 1 is exact), u itself where 1 + u rounds to 1. */
+static inline nn_vf nn_log1p_unit(nn_vf u) {
+  const float magic = 12582912.0f;
+  nn_vf w = 1.0f + u;
+  nn_vi bits = nn_asi(w);
+  /* w = m 2^e with m in [0.5, 1); e is 1 or 2 here, made a float by the
+   * magic number as nn_exp_in_range rounds */
+  nn_vf e = nn_asf(((bits >> 23) - 126) + nn_asi(nn_splat(magic))) - magic;
+  nn_vf m = nn_asf((bits & 0x007fffff) | 0x3f000000);
+  nn_vi small = m < 0.707106781186547524f;
+  e = nn_sel(small, e - 1.0f, e);
+  m = nn_sel(small, m + m, m) - 1.0f;
+  nn_vf z = m * m;
+  nn_vf y = nn_splat(7.0376836292e-2f);
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y = y + e * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  nn_vf lw = m + y + e * 0.693359375f;
+  nn_vf dw = w - 1.0f;
+  return nn_sel(dw == 0.0f, u,
+                lw * (u / nn_sel(dw == 0.0f, nn_splat(1.0f), dw)));
+}
+
+/* SiLU, torch's x / (1 + e^-x), and its derivative s (1 + x (1 - s)). */
+static inline nn_vf nn_silu(nn_vf x) {
+  return x / (1.0f + nn_exp(-x));
+}
+static inline nn_vf nn_silu_grad(nn_vf x) {
+  nn_vf s = 1.0f / (1.0f + nn_exp(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
+/* Mish, x tanh(softplus x). With e = e^x, tanh(log(1 + e)) =
+ * ((1 + e)^2 - 1) / ((1 + e)^2 + 1) = q / (q + 2), q = e (e + 2): no log,
+ * no tanh, and no cancellation for x < 0 (it is about e there). Above 20
+ * the tanh is 1 in a float (and q would overflow): x. The derivative is
+ * torch's, t + x sigmoid(x) (1 - t^2). */
+static inline nn_vf nn_mish_tanh(nn_vf x) {
+  nn_vf e = nn_exp(x);
+  nn_vf q = e * (e + 2.0f);
+  return nn_sel(x > 20.0f, nn_splat(1.0f), q / (q + 2.0f));
+}
+static inline nn_vf nn_mish(nn_vf x) {
+  return x * nn_mish_tanh(x);
+}
+static inline nn_vf nn_mish_grad(nn_vf x) {
+  nn_vf t = nn_mish_tanh(x);
+  nn_vf s = 1.0f / (1.0f + nn_exp(-x));
+  return t + x * s * (1.0f - t * t);
+}
+
+/* ELU with ALPHA, torch's: x <= 0 ? alpha expm1(x) : x (a NaN stays); its
+ * derivative alpha e^x at and below 0, 1 above. */
+static inline nn_vf nn_elu(nn_vf x, float alpha) {
+  return nn_sel(x <= 0.0f, alpha * nn_expm1(x), x);
+}
+static inline nn_vf nn_elu_grad(nn_vf x, float alpha) {
+  return nn_sel(x <= 0.0f, alpha * nn_exp(x), nn_splat(1.0f));
+}
+
+/* Softplus with BETA and THRESHOLD, torch's: x where beta x > threshold,
+ * else log(1 + e^(beta x)) / beta, computed as (max(z, 0) + log1p(e^-|z|))
+ * / beta (z = beta x) so that e^z never overflows; its derivative
+ * sigmoid(beta x), 1 past the threshold. */
+static inline nn_vf nn_softplus(nn_vf x, float beta, float threshold) {
+  nn_vf z = x * beta;
+  nn_vf sp =
+      nn_sel(z > 0.0f, z, nn_splat(0.0f)) + nn_log1p_unit(nn_exp(-nn_abs(z)));
+  return nn_sel(z > threshold, x, sp / beta);
+}
+static inline nn_vf nn_softplus_grad(nn_vf x, float beta, float threshold) {
+  nn_vf z = x * beta;
+  return nn_sel(z > threshold, nn_splat(1.0f), 1.0f / (1.0f + nn_exp(-z)));
+}
+
 /* Sums in a fixed order, eight lanes wide (two vectors) and the tail
  * after them: several times faster than one running sum, whose additions
  * wait on each other, and the same result wherever the array lies. */

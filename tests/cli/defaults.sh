@@ -238,6 +238,9 @@ dropout Dropout -
 flatten Flatten -
 linear Linear -
 embedding Embedding -
+leakyrelu LeakyReLU -
+elu ELU -
+softplus Softplus -
 gpt.dropout Dropout p
 gpt.bias Linear bias
 TABLE
@@ -271,6 +274,9 @@ gelu flatten, gelu(@), linear(3)
 dropout flatten, dropout(@), linear(3)
 flatten flatten(@), linear(3)
 linear flatten, linear(3, @)
+leakyrelu flatten, linear(8), leakyrelu(@), linear(3)
+elu flatten, linear(8), elu(@), linear(3)
+softplus flatten, linear(8), softplus(@), linear(3)
 TABLE
 cat >"$T/net.ini" <<INI
 [loop]

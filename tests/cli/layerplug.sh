@@ -1,7 +1,7 @@
 #!/bin/sh
 # Layer plugins (kind layers, ABI 1.6): `loopkit new NAME --kind layer`
-# writes SiLU as a layer plugin that builds out of tree with its generated
-# Makefile and pkg-config alone (here against the build tree's headers),
+# writes Swish (x sigmoid(beta x)) as a layer plugin that builds out of
+# tree with its generated Makefile and pkg-config alone (here against the build tree's headers),
 # and trains a sequential net through `[plugins] layers`, its backward held
 # against central differences (gradcheck); plugins and inspect list its
 # layer and argument; a layer named like a built-in or like another
@@ -41,41 +41,41 @@ S=$W/mysilu/mysilu.so
 
 lk_in mysilu inspect ./mysilu.so
 check "inspect: its kind is layers" grep -q '^kinds: *layers$' "$T/out"
-check "inspect: its layer, with its summary" grep -q '^  silu: x \* sigmoid(beta x)$' "$T/out"
+check "inspect: its layer, with its summary" grep -q '^  swish: x \* sigmoid(beta x)$' "$T/out"
 check "inspect: its argument's type, range and default, then its help" sh -c "
   grep -Eq '^    beta +real \(0, inf\) +default 1\$' '$T/out' &&
   grep -q '^        the slope inside the sigmoid' '$T/out'"
 LOOPKIT_PLUGIN_PATH="$W/mysilu:$LOOPKIT_PLUGIN_PATH" "$LOOPKIT" plugins >"$T/out" 2>&1
 check "plugins: the kind layers, and the layer with its arguments" sh -c "
-  grep -Eq '^mysilu +layers ' '$T/out' && grep -q '^    layers: silu(beta)\$' '$T/out'"
+  grep -Eq '^mysilu +layers ' '$T/out' && grep -q '^    layers: swish(beta)\$' '$T/out'"
 
 # ---- it trains a sequential net --------------------------------------------
 lk_in mysilu train mysilu.ini --out run
 status=$?
-check "train mysilu.ini: sequential with linear(16), silu(beta=1), linear(1)" test $status -eq 0
+check "train mysilu.ini: sequential with linear(16), swish(beta=1), linear(1)" test $status -eq 0
 check "... the loss falls tenfold from the first step to the last" \
   awk -F, 'NR > 1 && $3 != "" { if (first == "") first = $3; last = $3 }
     END { exit !(first > 0 && last < first / 10) }' mysilu/run/metrics.csv
 check "... and the run's summary names the layer" sh -c "
-  cd mysilu && '$LOOPKIT' summary mysilu.ini 2>&1 | grep -q silu"
+  cd mysilu && '$LOOPKIT' summary mysilu.ini 2>&1 | grep -q swish"
 # predict --input opens the net with lk_model, [plugins] layers included.
 cut -d, -f1,2 mysilu/features.csv >mysilu/x.csv
 lk_in mysilu predict mysilu.ini --ckpt run/checkpoints/last.ckpt \
   --set csv.test=features.csv -o ref.csv
 lk_in mysilu predict mysilu.ini --ckpt run/checkpoints/last.ckpt --input x.csv -o in.csv
-check "predict --input of the net with the layer plugin's silu: predict's rows" sh -c "
+check "predict --input of the net with the layer plugin's swish: predict's rows" sh -c "
   test \$(wc -l <mysilu/in.csv) -gt 2 && cmp -s mysilu/ref.csv mysilu/in.csv"
 lk_in mysilu gradcheck mysilu.ini
 status=$?
-check "gradcheck: silu's backward agrees with central differences" sh -c "
+check "gradcheck: swish's backward agrees with central differences" sh -c "
   test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
-lk_in mysilu gradcheck mysilu.ini --set 'sequential.layers=linear(8), SiLU(2.5), linear(4), silu(beta=0.5), linear(1)'
+lk_in mysilu gradcheck mysilu.ini --set 'sequential.layers=linear(8), Swish(2.5), linear(4), swish(beta=0.5), linear(1)'
 status=$?
 check "gradcheck: and with other betas, by position and keyword, any case" sh -c "
   test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
 # A wrong backward is still caught where ReLU and batch norm make the
 # differences' window matter (gradcheck judges an element over tolerance
-# again against the backward's own values across its window): the SiLU's
+# again against the backward's own values across its window): the Swish's
 # derivative without its second term.
 mkdir wrong && sed 's/"mysilu"/"wrongsilu"/; s/(s + beta \* x\[0\]\[i\] \* s \* (1.0f - s))/(s)/' \
   mysilu/mysilu.c >wrong/wrongsilu.c
@@ -83,30 +83,30 @@ check "... (the planted error is in the copy)" sh -c "! grep -q 'beta \* x\[0\]\
 cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
   wrong/wrongsilu.c -o wrong/wrongsilu.so -lm 2>"$T/build.log"
 lk_in mysilu gradcheck mysilu.ini --set "plugins.layers=$W/wrong/wrongsilu.so" \
-  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), silu, linear(1)'
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), swish, linear(1)'
 status=$?
-check "gradcheck: a SiLU with a wrong backward after batch norm and ReLU fails (exit 1)" sh -c "
+check "gradcheck: a Swish with a wrong backward after batch norm and ReLU fails (exit 1)" sh -c "
   test $status -eq 1 && grep -q 'over tolerance' '$T/out'"
 lk_in mysilu gradcheck mysilu.ini \
-  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), silu, linear(1)'
+  --set 'sequential.layers=linear(16), batchnorm1d, relu, linear(8), swish, linear(1)'
 status=$?
 check "... where the right one passes" sh -c "
   test $status -eq 0 && grep -q '^gradcheck: passed' '$T/out'"
-lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), silu(beta=0), linear(1)'
+lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), swish(beta=0), linear(1)'
 status=$?
-check "silu(beta=0): its range refused (exit 2)" sh -c "
+check "swish(beta=0): its range refused (exit 2)" sh -c "
   test $status -eq 2 && grep -q 'beta = 0: must be > 0' '$T/out'"
 lk_in mysilu train mysilu.ini --out bad --set plugins.layers=none
 status=$?
-check "without [plugins] layers silu is unknown; the message lists the built-ins" sh -c "
-  test $status -eq 2 && grep -q 'unknown layer silu; expected one of conv2d, ' '$T/out'"
-lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), swish, linear(1)'
+check "without [plugins] layers swish is unknown; the message lists the built-ins" sh -c "
+  test $status -eq 2 && grep -q 'unknown layer swish; expected one of conv2d, ' '$T/out'"
+lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), mystery, linear(1)'
 status=$?
 check "an unknown layer: the message lists the plugin's too" sh -c "
-  test $status -eq 2 && grep -q 'unknown layer swish; expected one of conv2d, .*embedding, silu' '$T/out'"
+  test $status -eq 2 && grep -q 'unknown layer mystery; expected one of conv2d, .*identity, swish' '$T/out'"
 
 # ---- clashes ---------------------------------------------------------------
-mkdir relu && sed 's/"silu"/"ReLU"/; s/"mysilu"/"myrelu"/' mysilu/mysilu.c >relu/myrelu.c
+mkdir relu && sed 's/"swish"/"ReLU"/; s/"mysilu"/"myrelu"/' mysilu/mysilu.c >relu/myrelu.c
 cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
   relu/myrelu.c -o relu/myrelu.so -lm 2>"$T/build.log"
 lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=./mysilu.so, $W/relu/myrelu.so"
@@ -117,8 +117,8 @@ check "a layer named like a built-in, any case: exit 2 naming both" sh -c "
 lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=./mysilu.so, $W/twin/twin.so"
 status=$?
 check "two plugins with one layer name: exit 2 naming both plugins and paths" sh -c "
-  test $status -eq 2 && grep -q 'layer silu of plugin twin ($W/twin/twin.so) has the name of layer silu of plugin mysilu (./mysilu.so)' '$T/out'"
-mkdir empty && sed 's/{&silu, NULL}/{NULL}/; s/"mysilu"/"empty"/' mysilu/mysilu.c >empty/empty.c
+  test $status -eq 2 && grep -q 'layer swish of plugin twin ($W/twin/twin.so) has the name of layer swish of plugin mysilu (./mysilu.so)' '$T/out'"
+mkdir empty && sed 's/{&swish, NULL}/{NULL}/; s/"mysilu"/"empty"/' mysilu/mysilu.c >empty/empty.c
 cc -std=c11 -shared -fPIC -fvisibility=hidden -w -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
   empty/empty.c -o empty/empty.so -lm 2>"$T/build.log"
 lk_in mysilu train mysilu.ini --out bad --set "plugins.layers=$W/empty/empty.so"

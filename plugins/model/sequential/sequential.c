@@ -702,7 +702,9 @@ static const lk_option options[] = {
      "e.g. conv2d(32, 3, padding=1), relu, maxpool2d(2), flatten, "
      "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
      "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
-     "linear, embedding; branches: @NAME marks the current tensor, "
+     "linear, embedding, silu, leakyrelu, elu, softplus, mish, hardswish, "
+     "hardsigmoid, softmax(dim), logsoftmax(dim), identity; branches: @NAME "
+     "marks the current tensor, "
      "add(@NAME) and cat(@NAME) join it, a section's name inserts its own "
      "layers list as a block (see loopkit.ini(5))",
      NULL},

@@ -1,0 +1,47 @@
+/* LeakyReLU: torch.nn.LeakyReLU(negative_slope), elementwise; its backward
+ * differentiates through its input (the slope of x < 0 at 0, as torch). */
+#include <float.h>
+
+#include "layers.h"
+
+static const lk_layer_arg args[] = {{"negative_slope", LK_LAYER_REAL,
+                                     LK_LAYER_ARG_POSITIONAL, "0.01", -INFINITY,
+                                     INFINITY, NULL, "the slope for x < 0"},
+                                    {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+/* The kit computes in f32: negative_slope must be a finite float. */
+static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
+                 lk_layer_shape *out) {
+  (void)n_in, (void)in, (void)out;
+  if (!(fabs(l->args[0].r) <= FLT_MAX))
+    return lk__err(LK_ECONFIG, "negative_slope = %g: out of a float's range",
+                   l->args[0].r);
+  return 0;
+}
+
+static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
+                   int n, bool training, lk_rng *rng) {
+  (void)training, (void)rng;
+  return lk_nn_leakyrelu_forward(nn, y, x[0], (size_t)n * l->out_numel,
+                                 (float)l->args[0].r);
+}
+
+static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
+                    const float *const *x, const float *y, int n) {
+  (void)y;
+  return dx[0] ? lk_nn_leakyrelu_backward(nn, dx[0], dy, x[0],
+                                          (size_t)n * l->out_numel,
+                                          (float)l->args[0].r)
+               : 0;
+}
+
+const lk_layer_type lk__layer_leakyrelu = {
+    .size = LK_LAYER_TYPE_SIZE,
+    .name = "leakyrelu",
+    .summary = "x if x > 0, else negative_slope x",
+    .args = args,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = infer,
+    .forward = forward,
+    .backward = backward};

@@ -1,0 +1,25 @@
+/* Mish: torch.nn.Mish(), elementwise; its backward differentiates through its
+ * input, with torch's formula (loopkit/nn.h). */
+#include "layers.h"
+
+static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
+                   int n, bool training, lk_rng *rng) {
+  (void)training, (void)rng;
+  return lk_nn_mish_forward(nn, y, x[0], (size_t)n * l->out_numel);
+}
+
+static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
+                    const float *const *x, const float *y, int n) {
+  (void)y;
+  return dx[0] ? lk_nn_mish_backward(nn, dx[0], dy, x[0],
+                                     (size_t)n * l->out_numel)
+               : 0;
+}
+
+const lk_layer_type lk__layer_mish = {.size = LK_LAYER_TYPE_SIZE,
+                                      .name = "mish",
+                                      .summary = "x tanh(softplus(x))",
+                                      .min_inputs = 1,
+                                      .max_inputs = 1,
+                                      .forward = forward,
+                                      .backward = backward};
