@@ -35,6 +35,7 @@ static void test_desc_sizes(void **state) {
                    offsetof(lk_descriptor, precision) + p,
                    offsetof(lk_descriptor, check_state) + p,
                    offsetof(lk_descriptor, logger) + p,
+                   offsetof(lk_descriptor, layers) + p,
                    offsetof(lk_descriptor, layers) + p};
   assert_int_equal(sizeof want / sizeof want[0], LK_ABI_MINOR + 1);
   for (unsigned m = 0; m <= LK_ABI_MINOR; m++)

@@ -3,17 +3,26 @@
  * Hugging Face tools, torch's state_dict() of the same network. Which
  * states are buffers only the model knows: the run's config.ini (or
  * CONFIG --ckpt CKPT) is built into a run, as predict builds it; a lone
- * checkpoint exports its parameters only. FILE is written as every
- * output is (lk_output_open): - is the standard output. */
+ * checkpoint exports its parameters only. FILE.onnx (by its extension)
+ * is the model's forward as an ONNX model instead (lk_run_export_onnx),
+ * which needs the model. FILE is written as every output is
+ * (lk_output_open): - is the standard output. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 static const char usage[] =
-    "usage: loopkit export CKPT -o FILE.safetensors, or loopkit export "
-    "CONFIG --ckpt CKPT -o FILE.safetensors";
+    "usage: loopkit export CKPT -o FILE.safetensors|FILE.onnx, or loopkit "
+    "export CONFIG --ckpt CKPT -o FILE.safetensors|FILE.onnx";
+
+/* Whether OUT names an ONNX model: FILE.onnx, any case. */
+static bool onnx_path(const char *out) {
+  size_t n = strlen(out);
+  return n > 5 && !strcasecmp(out + n - 5, ".onnx");
+}
 
 /* RUN_DIR/config.ini when CKPT is RUN_DIR/checkpoints/NAME and that file
  * exists; NULL otherwise. The string is malloc'd. */
@@ -41,8 +50,16 @@ static char *run_config(const char *ckpt) {
 }
 
 /* CKPT into OUT: with CONFIG, through its model (the parameters and the
- * model's buffers, lk_run_export); without, the parameters only. */
+ * model's buffers, lk_run_export; FILE.onnx: its forward,
+ * lk_run_export_onnx); without, the parameters only. */
 static int export_with(const char *config, const char *ckpt, const char *out) {
+  if (!config && onnx_path(out)) {
+    cli_error("export: %s: an ONNX model needs the model's config: CKPT in "
+              "a run directory (RUN/checkpoints/, beside RUN/config.ini), "
+              "or CONFIG --ckpt CKPT",
+              ckpt);
+    return -2;
+  }
   if (!config)
     return lk_checkpoint_export(ckpt, out, NULL) == 0 ? 0 : -1;
   lk_config *cfg = NULL;
@@ -54,7 +71,8 @@ static int export_with(const char *config, const char *ckpt, const char *out) {
     rc = lk_run_new(cfg, &ro, &run);
   lk_config_free(cfg);
   if (rc == 0)
-    rc = lk_run_export(run, ckpt, out);
+    rc = onnx_path(out) ? lk_run_export_onnx(run, ckpt, out)
+                        : lk_run_export(run, ckpt, out);
   lk_run_free(run);
   return rc == 0 ? 0 : -1;
 }
@@ -92,9 +110,11 @@ int cli_export(int argc, char **argv) {
   }
   /* CONFIG --ckpt CKPT, or CKPT (and its run's config.ini, if any). */
   char *config = ckpt ? strdup(arg) : run_config(arg);
-  if (export_with(config, ckpt ? ckpt : arg, out) != 0) {
+  int rc = export_with(config, ckpt ? ckpt : arg, out);
+  if (rc != 0) {
     free(config);
-    cli_error("export: %s", lk_last_error());
+    if (rc == -1) /* -2: said */
+      cli_error("export: %s", lk_last_error());
     return EXIT_USAGE;
   }
   free(config);
