@@ -1,0 +1,204 @@
+#!/bin/sh
+# loopkit export CKPT -o FILE.onnx (issue 28 items 1 and 2): small
+# sequential nets, trained for a few steps on generated .npy data, covering
+# every built-in layer (and its variants: no bias, no affine, a 2-D
+# linear, a flatten of some dimensions, a ReLU fused into max-pool), both
+# joins (add, cat) inside nested blocks, a regression, are exported;
+# Debian's onnx checker (full_check) passes on each file, and ONNX Runtime
+# (npm's onnxruntime-node, tests/onnx/run.js) gives on the test split what
+# loopkit predict gives, within 1e-4: the softmax of the logits for a
+# classifier, the outputs for a regression. A language model over bytes
+# (embedding first) generates in ONNX Runtime, greedily, what loopkit
+# generate --top-k 1 does. Then the refusals: a model without an onnx
+# entry, a lone checkpoint.
+. "$LK_SRCDIR/tests/cli/lib.sh"
+ORT=$LK_SRCDIR/tests/onnx
+if [ ! -d "$ORT/node_modules/onnxruntime-node" ] || ! command -v node >/dev/null; then
+  # TAP's skip of the whole script (an exit status of 77 is an error under
+  # the TAP driver)
+  echo "1..0 # SKIP onnxruntime-node is not installed: npm ci --ignore-scripts --prefix tests/onnx"
+  exit 0
+fi
+PY=/usr/bin/python3
+cd "$T" || exit 1
+
+# npy NAME DTYPE SHAPE KIND SEED: $T/NAME.npy (tests/onnx/npy.py)
+npy() { python3 "$ORT/npy.py" "$T/$1.npy" "$2" "$3" "$4" "$5"; }
+# onnx_ok FILE: the onnx package's checker, full_check (shape inference)
+onnx_ok() {
+  "$PY" -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)' \
+    "$1" >"$T/checker.out" 2>&1
+}
+# graph FILE fused | io ELEM_TYPE IN_DIMS OUT_DIMS INITIALIZER...: what
+# the graph holds (graph.py below)
+cat >"$T/graph.py" <<'PY'
+import sys
+import onnx
+g = onnx.load(sys.argv[1]).graph
+dims = lambda v: ','.join(str(d.dim_param or d.dim_value) for d in v.type.tensor_type.shape.dim)
+if sys.argv[2] == 'fused':  # a ReLU before each MaxPool
+    ops = [n.op_type for n in g.node]
+    ok = 'MaxPool' in ops and all(ops[i - 1] == 'Relu' for i, o in enumerate(ops) if o == 'MaxPool')
+else:
+    ok = ([i.name for i in g.input] == ['input'] and [o.name for o in g.output] == ['output']
+          and g.input[0].type.tensor_type.elem_type == int(sys.argv[3])
+          and dims(g.input[0]) == sys.argv[4] and dims(g.output[0]) == sys.argv[5]
+          and set(sys.argv[6:]) <= {t.name for t in g.initializer})
+sys.exit(not ok)
+PY
+graph() { "$PY" "$T/graph.py" "$@"; }
+# same PRED ORT: loopkit predict's CSV (index, pred, p0.. or index, y0..)
+# and run.js's (index, values) hold the same samples, each value within
+# 1e-4; the largest difference is printed as a TAP comment.
+same() {
+  awk -F, 'NR == FNR { if (FNR == 1) { s = $2 == "pred" ? 3 : 2; next }
+      rows++; w[$1] = NF - s + 1; for (i = s; i <= NF; i++) want[$1, i - s] = $i; next }
+    /^#/ { next }
+    { got++; if (NF - 1 != w[$1]) { print "# sample " $1 ": " NF - 1 " values, predict " w[$1]; bad++; next }
+      for (i = 2; i <= NF; i++) { d = $i - want[$1, i - 2]; d = d < 0 ? -d : d
+        if (d > max) max = d; if (d > 1e-4) bad++ } }
+    END { printf "# %d samples, largest difference %g\n", got, max
+      exit !(got == rows && got > 0 && !bad) }' "$1" "$2"
+}
+# exported NAME WHAT [--softmax]: the net of $T/NAME.ini trained in
+# $T/NAME, exported from its run directory to $T/NAME.onnx, checked, and
+# run in ONNX Runtime on $T/NAME_tx.npy against loopkit predict.
+exported() {
+  name=$1 what=$2
+  shift 2
+  "$LOOPKIT" train "$T/$name.ini" --out "$T/$name" --quiet >"$T/out" 2>&1
+  check "$what: trains" test $? -eq 0
+  expect 0 "wrote $T/$name.onnx" "... exports from its run's checkpoint to .onnx" \
+    -- export "$T/$name/checkpoints/last.ckpt" -o "$T/$name.onnx"
+  check "... the onnx checker (full_check) passes" onnx_ok "$T/$name.onnx"
+  [ -s "$T/checker.out" ] && sed 's/^/# /' "$T/checker.out"
+  "$LOOPKIT" predict "$T/$name.ini" --ckpt "$T/$name/checkpoints/last.ckpt" \
+    -o "$T/$name.csv" >/dev/null 2>&1
+  node "$ORT/run.js" "$T/$name.onnx" "$T/${name}_tx.npy" "$@" >"$T/$name.ort" 2>"$T/ort.err"
+  check "... ONNX Runtime runs it" test $? -eq 0
+  [ -s "$T/ort.err" ] && sed 's/^/# /' "$T/ort.err"
+  check "... and gives loopkit predict's outputs on the test split, to 1e-4" \
+    same "$T/$name.csv" "$T/$name.ort"
+}
+# data NAME X_DTYPE X_SHAPE X_KIND Y_DTYPE Y_SHAPE Y_KIND: training and
+# test arrays NAME_x, NAME_y, NAME_tx, NAME_ty (48 and 12 samples).
+data() {
+  npy "${1}_x" "$2" "48,$3" "$4" 1 && npy "${1}_y" "$5" "48$6" "$7" 2 &&
+    npy "${1}_tx" "$2" "12,$3" "$4" 3 && npy "${1}_ty" "$5" "12$6" "$7" 4
+}
+# net NAME DATA LAYERS [EXTRA]: $T/NAME.ini, sequential on DATA's
+# arrays (and NAME_tx.npy, DATA's test inputs, for run.js), two epochs of
+# batches of 8 (batch norm's running statistics move), EXTRA appended
+# (more sections)
+net() {
+  name=$1
+  shift
+  cp "$T/${1}_tx.npy" "$T/${name}_tx.npy" 2>/dev/null
+  cat >"$T/$name.ini" <<INI
+[loop]
+max_epochs = 2
+seed = 1
+[plugins]
+step = sequential
+optimizer = adam
+data = npy
+[npy]
+x = ${1}_x.npy
+y = ${1}_y.npy
+test_x = ${1}_tx.npy
+test_y = ${1}_ty.npy
+batch_size = 8
+[adam]
+lr = 0.01
+[sequential]
+layers = $2
+${3:-}
+INI
+}
+
+# ---- every layer: the reference net of tests/data/sequential ----
+data img f4 1,8,8 normal i8 "" int:3
+net every img "$(sed -n 's/^layers //p' "$LK_SRCDIR/tests/data/sequential/reference.txt")"
+exported every "conv2d, batchnorm2d, relu fused into maxpool2d, a strided conv2d, gelu, avgpool2d padded, tanh, flatten, linear, layernorm, sigmoid, batchnorm1d, linear" --softmax
+check "... the fused ReLU is its own node before MaxPool" graph "$T/every.onnx" fused
+check "... the weights are initializers under the checkpoint's names; one input, one output, the batch dynamic" \
+  graph "$T/every.onnx" io 1 N,1,8,8 N,3 0.weight 0.bias 1.running_mean 1.running_var 13.weight
+
+# ---- the variants, and both joins in nested blocks ----
+net branch img "conv2d(4, 3, padding=1), outer, @b, conv2d(2, 1), cat(@b), dropout(0.3), maxpool2d(2, stride=1), flatten(2), linear(5), batchnorm1d, layernorm(elementwise_affine=false), relu, flatten, linear(3, bias=false)" "[res]
+layers = @in, conv2d(4, 3, padding=1, bias=false), batchnorm2d(affine=false), relu, add(@in)
+[outer]
+layers = res, sigmoid, res"
+exported branch "add and cat in nested blocks, conv2d and linear without bias, batch norm without affine, dropout, a linear over [C, L], batchnorm1d over [C, L], layernorm without affine" --softmax
+
+# ---- a regression: its outputs as they are ----
+data reg f4 6 normal f4 ",2" normal
+net reg reg "linear(8), tanh, linear(2)" "loss = mse"
+exported reg "a regression (mse): linear, tanh, linear"
+
+# ---- a language model over bytes: tokens, int64 in ONNX ----
+cat >"$T/lm.ini" <<INI
+[loop]
+max_steps = 300
+seed = 1
+[plugins]
+step = sequential
+optimizer = adamw
+data = text
+[text]
+path = $LK_SRCDIR/NEWS
+batch_size = 16
+batches_per_epoch = 100
+[adamw]
+lr = 0.01
+[sequential]
+layers = embedding(256, 8), layernorm, gelu, linear(16), relu, linear(256)
+block_size = 12
+INI
+"$LOOPKIT" train "$T/lm.ini" --out "$T/lm" --quiet >"$T/out" 2>&1
+check "a language model over bytes (embedding, layernorm, gelu, linear over [T, C]): trains" test $? -eq 0
+expect 0 "wrote $T/lm.onnx" "... exports to .onnx" \
+  -- export "$T/lm/checkpoints/last.ckpt" -o "$T/lm.onnx"
+check "... the onnx checker (full_check) passes" onnx_ok "$T/lm.onnx"
+check "... its input int64 [N, 12], its output [N, 12, 256]" \
+  graph "$T/lm.onnx" io 7 N,12 N,12,256 0.weight
+"$LOOPKIT" generate "$T/lm.ini" --ckpt "$T/lm/checkpoints/last.ckpt" --prompt "- loopkit export " \
+  --tokens 40 --top-k 1 >"$T/lm.gen" 2>/dev/null
+node "$ORT/run.js" "$T/lm.onnx" --greedy "- loopkit export " 40 12 >"$T/lm.ort" 2>"$T/ort.err"
+check "... in ONNX Runtime, greedily, 40 bytes: what loopkit generate --top-k 1 gives" \
+  sh -c "test \$(wc -c <'$T/lm.ort') -eq 57 && cmp -s '$T/lm.gen' '$T/lm.ort'"
+[ -s "$T/ort.err" ] && sed 's/^/# /' "$T/ort.err"
+
+# ---- the same with CONFIG --ckpt, and what is refused ----
+expect 0 "wrote $T/reg2.onnx" "export CONFIG --ckpt CKPT -o FILE.onnx" \
+  -- export "$T/reg.ini" --ckpt "$T/reg/checkpoints/last.ckpt" -o "$T/reg2.onnx"
+check "... the same file as from the run directory" cmp -s "$T/reg.onnx" "$T/reg2.onnx"
+cp "$T/reg/checkpoints/last.ckpt" "$T/lone.ckpt"
+expect 2 'an ONNX model needs the model.s config' \
+  "a checkpoint outside a run directory, without CONFIG: refused (exit 2), saying why" \
+  -- export "$T/lone.ckpt" -o "$T/lone.onnx"
+check "... and writes nothing" test ! -e "$T/lone.onnx"
+cat >"$T/mlp.ini" <<INI
+[loop]
+max_steps = 2
+[plugins]
+step = mlp
+optimizer = sgd
+data = npy
+[npy]
+x = reg_x.npy
+y = img_y.npy
+[sgd]
+lr = 0.1
+[mlp]
+layers = 6,4,3
+INI
+"$LOOPKIT" train "$T/mlp.ini" --out "$T/mlp" --quiet >/dev/null 2>&1
+expect 2 'model mlp cannot be exported to ONNX' \
+  "a model whose step has no onnx entry: refused (exit 2), naming it" \
+  -- export "$T/mlp/checkpoints/last.ckpt" -o "$T/mlp.onnx"
+check "... and writes nothing" test ! -e "$T/mlp.onnx"
+expect 0 "wrote $T/mlp.safetensors" "... its .safetensors export is as it was" \
+  -- export "$T/mlp/checkpoints/last.ckpt" -o "$T/mlp.safetensors"
+
+finish
