@@ -47,19 +47,9 @@ else:
 sys.exit(not ok)
 PY
 graph() { "$PY" "$T/graph.py" "$@"; }
-# same PRED ORT: loopkit predict's CSV (index, pred, p0.. or index, y0..)
-# and run.js's (index, values) hold the same samples, each value within
-# 1e-4; the largest difference is printed as a TAP comment.
-same() {
-  awk -F, 'NR == FNR { if (FNR == 1) { s = $2 == "pred" ? 3 : 2; next }
-      rows++; w[$1] = NF - s + 1; for (i = s; i <= NF; i++) want[$1, i - s] = $i; next }
-    /^#/ { next }
-    { got++; if (NF - 1 != w[$1]) { print "# sample " $1 ": " NF - 1 " values, predict " w[$1]; bad++; next }
-      for (i = 2; i <= NF; i++) { d = $i - want[$1, i - 2]; d = d < 0 ? -d : d
-        if (d > max) max = d; if (d > 1e-4) bad++ } }
-    END { printf "# %d samples, largest difference %g\n", got, max
-      exit !(got == rows && got > 0 && !bad) }' "$1" "$2"
-}
+# same PRED ORT: loopkit predict's CSV and run.js's, each value within
+# 1e-4 (tests/onnx/same.awk)
+same() { awk -F, -f "$ORT/same.awk" "$1" "$2"; }
 # exported NAME WHAT [--softmax]: the net of $T/NAME.ini trained in
 # $T/NAME, exported from its run directory to $T/NAME.onnx, checked, and
 # run in ONNX Runtime on $T/NAME_tx.npy against loopkit predict.
