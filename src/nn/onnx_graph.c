@@ -161,9 +161,10 @@ static int encode_attr(lk__pb *m, const lk_onnx_attr *a, const char *what) {
 }
 
 /* NodeProto: input 1, output 2, name 3, op_type 4, attribute 5. */
-static int encode_node(lk__pb *m, const char *name, const char *op_type,
-                       const char *const *in, int n_in, const char *const *out,
-                       int n_out, const lk_onnx_attr *a, int n_a) {
+static int encode_node(lk__pb *m, const char *what, const char *name,
+                       const char *op_type, const char *const *in, int n_in,
+                       const char *const *out, int n_out, const lk_onnx_attr *a,
+                       int n_a) {
   for (int k = 0; k < n_in; k++)
     lk__pb_str(m, 1, in[k]);
   for (int k = 0; k < n_out; k++)
@@ -172,7 +173,7 @@ static int encode_node(lk__pb *m, const char *name, const char *op_type,
   lk__pb_str(m, 4, op_type);
   for (int k = 0; k < n_a; k++) {
     lk__pb attr = {0};
-    int rc = encode_attr(&attr, &a[k], name);
+    int rc = encode_attr(&attr, &a[k], what);
     if (rc == 0)
       lk__pb_msg(m, 5, &attr);
     lk__pb_free(&attr);
@@ -202,7 +203,7 @@ int lk_onnx_node(lk_onnx *g, const char *op_type, const char *const *in,
   char name[48];
   snprintf(name, sizeof name, "%.32s_%zu", op_type, g->n_nodes);
   if (rc == 0)
-    rc = encode_node(&node, name, op_type, in, n_in, out, n_out, a, n_a);
+    rc = encode_node(&node, what, name, op_type, in, n_in, out, n_out, a, n_a);
   for (int k = 0; rc == 0 && k < n_out; k++)
     rc = define(g, out[k], NULL);
   if (rc == 0)
