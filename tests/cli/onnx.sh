@@ -9,8 +9,9 @@
 # loopkit predict gives, within 1e-4: the softmax of the logits for a
 # classifier, the outputs for a regression. A language model over bytes
 # (embedding first) generates in ONNX Runtime, greedily, what loopkit
-# generate --top-k 1 does. Then the refusals: a model without an onnx
-# entry, a lone checkpoint.
+# generate --top-k 1 does, and so does gpt, from contexts shorter than its
+# block_size too. Then the refusals: a model without an onnx entry, a lone
+# checkpoint.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 ORT=$LK_SRCDIR/tests/onnx
 if [ ! -d "$ORT/node_modules/onnxruntime-node" ] || ! command -v node >/dev/null; then
@@ -157,6 +158,51 @@ check "... its input int64 [N, 12], its output [N, 12, 256]" \
 node "$ORT/run.js" "$T/lm.onnx" --greedy "- loopkit export " 40 12 >"$T/lm.ort" 2>"$T/ort.err"
 check "... in ONNX Runtime, greedily, 40 bytes: what loopkit generate --top-k 1 gives" \
   sh -c "test \$(wc -c <'$T/lm.ort') -eq 57 && cmp -s '$T/lm.gen' '$T/lm.ort'"
+[ -s "$T/ort.err" ] && sed 's/^/# /' "$T/ort.err"
+
+# ---- gpt: tokens [N, T], T given at run time up to block_size ----
+awk 'BEGIN { for (i = 0; i < 3000; i++) printf "%d: the cat sat on the mat.\n", (i * 7) % 97 }' \
+  >"$T/corpus.txt"
+cat >"$T/gpt.ini" <<INI
+[loop]
+max_epochs = 2
+threads = 1
+seed = 7
+[plugins]
+step = gpt
+data = text
+optimizer = adamw
+[text]
+path = corpus.txt
+block_size = 16
+batch_size = 8
+batches_per_epoch = 50
+val_batches = 8
+[adamw]
+lr = 0.01
+[gpt]
+n_layer = 2
+n_head = 2
+n_embd = 32
+block_size = 16
+INI
+"$LOOPKIT" train "$T/gpt.ini" --out "$T/gpt" --quiet >"$T/out" 2>&1
+check "gpt (2 blocks, 2 heads, tied head): trains" test $? -eq 0
+expect 0 "wrote $T/gpt.onnx" "... exports to .onnx" \
+  -- export "$T/gpt/checkpoints/last.ckpt" -o "$T/gpt.onnx"
+check "... the onnx checker (full_check) passes" onnx_ok "$T/gpt.onnx"
+[ -s "$T/checker.out" ] && sed 's/^/# /' "$T/checker.out"
+check "... its input int64 [N, T], its output [N, T, 256], nanoGPT's names, the head tied (no lm_head.weight)" \
+  sh -c "'$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 transformer.wte.weight transformer.wpe.weight \
+    transformer.h.1.attn.c_attn.weight transformer.ln_f.bias &&
+    ! '$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 lm_head.weight"
+# From a 7-byte prompt: contexts of 7 to 16 tokens, then the last 16.
+"$LOOPKIT" generate "$T/gpt.ini" --ckpt "$T/gpt/checkpoints/last.ckpt" --prompt "12: the" \
+  --tokens 60 --top-k 1 >"$T/gpt.gen" 2>/dev/null
+node "$ORT/run.js" "$T/gpt.onnx" --greedy "12: the" 60 16 >"$T/gpt.ort" 2>"$T/ort.err"
+check "... in ONNX Runtime, greedily, 60 bytes from a shorter context than block_size: what loopkit generate --top-k 1 gives" \
+  sh -c "test \$(wc -c <'$T/gpt.ort') -eq 67 && cmp -s '$T/gpt.gen' '$T/gpt.ort' &&
+    test \$(tr -cd 'cat' <'$T/gpt.ort' | wc -c) -gt 10"
 [ -s "$T/ort.err" ] && sed 's/^/# /' "$T/ort.err"
 
 # ---- the same with CONFIG --ckpt, and what is refused ----

@@ -12,9 +12,10 @@
 //   node run.js MODEL.onnx --greedy PROMPT N T
 //
 // A language model of bytes (input int64 [batch, T], output [batch, T,
-// vocab]): PROMPT, then N tokens each the most likely after the last T
-// (PROMPT at least T bytes long), printed as loopkit generate prints them,
-// which gives the same with --top-k 1.
+// vocab]): PROMPT, then N tokens each the most likely after the last T at
+// most (a model of a fixed T needs a PROMPT at least that long; one whose
+// T is given at run time, gpt's, takes a shorter context), printed as
+// loopkit generate prints them, which gives the same with --top-k 1.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -64,12 +65,13 @@ function readNpy(file) {
 async function greedy(model, prompt, n, T) {
   const session = await ort.InferenceSession.create(model);
   const tokens = Array.from(Buffer.from(prompt, 'latin1'));
-  if (!(n >= 0 && T > 0 && tokens.length >= T)) usage();
+  if (!(n >= 0 && T > 0 && tokens.length > 0)) usage();
   for (let k = 0; k < n; k++) {
     const ctx = BigInt64Array.from(tokens.slice(-T), BigInt);
-    const out = (await session.run({ input: new ort.Tensor('int64', ctx, [1, T]) })).output;
+    const t = ctx.length;
+    const out = (await session.run({ input: new ort.Tensor('int64', ctx, [1, t]) })).output;
     const V = out.dims[2];
-    const last = out.data.slice((T - 1) * V, T * V);
+    const last = out.data.slice((t - 1) * V, t * V);
     let best = 0;
     for (let v = 1; v < V; v++) if (last[v] > last[best]) best = v;
     tokens.push(best);
