@@ -10,7 +10,8 @@
 # classifier, the outputs for a regression. A language model over bytes
 # (embedding first) generates in ONNX Runtime, greedily, what loopkit
 # generate --top-k 1 does, and so does gpt, from contexts shorter than its
-# block_size too. Then the refusals: a model without an onnx entry, a lone
+# block_size too; gpt's logits after a prompt are loopkit's predict_step's
+# (tests/onnx/logits) to 1e-4. Then the refusals: a model without an onnx entry, a lone
 # checkpoint.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 ORT=$LK_SRCDIR/tests/onnx
@@ -196,6 +197,22 @@ check "... its input int64 [N, T], its output [N, T, 256], nanoGPT's names, the 
   sh -c "'$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 transformer.wte.weight transformer.wpe.weight \
     transformer.h.1.attn.c_attn.weight transformer.ln_f.bias &&
     ! '$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 lm_head.weight"
+# close_row A B: two lines of comma-separated values, each within 1e-4
+close_row() {
+  awk -F, 'NR == 1 { n = NF; for (i = 1; i <= NF; i++) a[i] = $i; next }
+    { for (i = 1; i <= NF; i++) { d = $i - a[i]; d = d < 0 ? -d : d; if (d > max) max = d }
+      m = NF }
+    END { printf "# %d logits, largest difference %g\n", m, max; exit !(n == m && n > 0 && max <= 1e-4) }' \
+    "$1" "$2"
+}
+for prompt in "12: the cat sat " "7"; do  # block_size tokens, and one
+  "$LK_BUILDDIR/tests/onnx/logits" "$T/gpt.ini" "$T/gpt/checkpoints/last.ckpt" "$prompt" \
+    >"$T/gpt.lk" 2>"$T/logits.err"
+  node "$ORT/run.js" "$T/gpt.onnx" --last "$prompt" >"$T/gpt.last" 2>"$T/ort.err"
+  check "... the logits after \"$prompt\" (${#prompt} tokens): loopkit's (predict_step), to 1e-4" \
+    close_row "$T/gpt.lk" "$T/gpt.last"
+  cat "$T/logits.err" "$T/ort.err" | sed 's/^/# /'
+done
 # From a 7-byte prompt: contexts of 7 to 16 tokens, then the last 16.
 "$LOOPKIT" generate "$T/gpt.ini" --ckpt "$T/gpt/checkpoints/last.ckpt" --prompt "12: the" \
   --tokens 60 --top-k 1 >"$T/gpt.gen" 2>/dev/null

@@ -16,6 +16,12 @@
 // most (a model of a fixed T needs a PROMPT at least that long; one whose
 // T is given at run time, gpt's, takes a shorter context), printed as
 // loopkit generate prints them, which gives the same with --top-k 1.
+//
+//   node run.js MODEL.onnx --last PROMPT
+//
+// The same model's logits at the last position of PROMPT's bytes, on one
+// line, comma separated, 9 significant digits (tests/onnx/logits prints
+// loopkit's).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -23,7 +29,8 @@ const ort = require(path.join(__dirname, 'node_modules', 'onnxruntime-node'));
 
 function usage() {
   process.stderr.write('usage: node run.js MODEL.onnx INPUT.npy [--softmax]\n' +
-    '       node run.js MODEL.onnx --greedy PROMPT N T\n');
+    '       node run.js MODEL.onnx --greedy PROMPT N T\n' +
+    '       node run.js MODEL.onnx --last PROMPT\n');
   process.exit(2);
 }
 
@@ -79,7 +86,20 @@ async function greedy(model, prompt, n, T) {
   process.stdout.write(Buffer.from(tokens));
 }
 
+// The logits after PROMPT's bytes, in full.
+async function last(model, prompt) {
+  const session = await ort.InferenceSession.create(model);
+  const ctx = BigInt64Array.from(Buffer.from(prompt, 'latin1'), (b) => BigInt(b));
+  const t = ctx.length;
+  if (t === 0) usage();
+  const out = (await session.run({ input: new ort.Tensor('int64', ctx, [1, t]) })).output;
+  const V = out.dims[2];
+  const row = Array.from(out.data.slice((t - 1) * V, t * V), (v) => v.toPrecision(9));
+  process.stdout.write(`${row.join(',')}\n`);
+}
+
 async function main(argv) {
+  if (argv[1] === '--last' && argv.length === 3) return last(argv[0], argv[2]);
   if (argv[1] === '--greedy' && argv.length === 5) {
     return greedy(argv[0], argv[2], Number(argv[3]), Number(argv[4]));
   }
