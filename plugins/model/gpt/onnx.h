@@ -1,4 +1,4 @@
-/* gpt's forward as an ONNX graph (gpt_onnx.c), from what gpt.c holds. */
+/* gpt's forward as an ONNX graph (onnx.c), from what gpt.c holds. */
 #ifndef LK_GPT_ONNX_H
 #define LK_GPT_ONNX_H
 

@@ -18,7 +18,7 @@
 
 #include <loopkit/layer.h>
 
-#include "gpt_onnx.h"
+#include "onnx.h"
 
 /* a fresh value, or a failed build */
 #define TMP(g, v, hint)                                                        \

@@ -27,7 +27,7 @@
  * plugin's), y the next token at every position. predict_step (ABI 1.4)
  * takes contexts x [B, T] of any length, cropped to their last block_size
  * tokens, and gives the logits of the next token, f32 [B, V], for loopkit
- * generate. Its onnx entry (ABI 1.7, gpt_onnx.c) exports the forward as
+ * generate. Its onnx entry (ABI 1.7, onnx.c) exports the forward as
  * an ONNX model: tokens [N, T] to the logits at every position.
  *
  * Memory: every activation backward needs is kept, per layer (llm.c's
@@ -44,7 +44,7 @@
 #include <loopkit/nn.h>
 
 #include "bundled.h"
-#include "gpt_onnx.h"
+#include "onnx.h"
 #include "model_common.h"
 
 /* One block's parameters, in nanoGPT's order; the biases are NULL without
@@ -740,7 +740,7 @@ static const lk_option options[] = {
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
-/* The forward as an ONNX graph (gpt_onnx.c): tokens [N, T] to the logits
+/* The forward as an ONNX graph (onnx.c): tokens [N, T] to the logits
  * at every position [N, T, V]. */
 static int onnx(void *self, lk_onnx *g) {
   gpt *m = self;
