@@ -52,6 +52,14 @@ graph() { "$PY" "$T/graph.py" "$@"; }
 # same PRED ORT: loopkit predict's CSV and run.js's, each value within
 # 1e-4 (tests/onnx/same.awk)
 same() { awk -F, -f "$ORT/same.awk" "$1" "$2"; }
+# close_row A B: two lines of comma-separated values, each within 1e-4
+close_row() {
+  awk -F, 'NR == 1 { n = NF; for (i = 1; i <= NF; i++) a[i] = $i; next }
+    { for (i = 1; i <= NF; i++) { d = $i - a[i]; d = d < 0 ? -d : d; if (d > max) max = d }
+      m = NF }
+    END { printf "# %d logits, largest difference %g\n", m, max; exit !(n == m && n > 0 && max <= 1e-4) }' \
+    "$1" "$2"
+}
 # exported NAME WHAT [--softmax]: the net of $T/NAME.ini trained in
 # $T/NAME, exported from its run directory to $T/NAME.onnx, checked, and
 # run in ONNX Runtime on $T/NAME_tx.npy against loopkit predict.
@@ -160,6 +168,12 @@ node "$ORT/run.js" "$T/lm.onnx" --greedy "- loopkit export " 40 12 >"$T/lm.ort" 
 check "... in ONNX Runtime, greedily, 40 bytes: what loopkit generate --top-k 1 gives" \
   sh -c "test \$(wc -c <'$T/lm.ort') -eq 57 && cmp -s '$T/lm.gen' '$T/lm.ort'"
 [ -s "$T/ort.err" ] && sed 's/^/# /' "$T/ort.err"
+"$LK_BUILDDIR/tests/onnx/logits" "$T/lm.ini" "$T/lm/checkpoints/last.ckpt" "- loopkit ex" \
+  >"$T/lm.lk" 2>"$T/logits.err"
+node "$ORT/run.js" "$T/lm.onnx" --last "- loopkit ex" >"$T/lm.last" 2>"$T/ort.err"
+check "... its logits after 12 bytes: loopkit's (predict_step), to 1e-4" \
+  close_row "$T/lm.lk" "$T/lm.last"
+cat "$T/logits.err" "$T/ort.err" | sed 's/^/# /'
 
 # ---- gpt: tokens [N, T], T given at run time up to block_size ----
 awk 'BEGIN { for (i = 0; i < 3000; i++) printf "%d: the cat sat on the mat.\n", (i * 7) % 97 }' \
@@ -197,14 +211,6 @@ check "... its input int64 [N, T], its output [N, T, 256], nanoGPT's names, the 
   sh -c "'$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 transformer.wte.weight transformer.wpe.weight \
     transformer.h.1.attn.c_attn.weight transformer.ln_f.bias &&
     ! '$PY' '$T/graph.py' '$T/gpt.onnx' io 7 N,T N,T,256 lm_head.weight"
-# close_row A B: two lines of comma-separated values, each within 1e-4
-close_row() {
-  awk -F, 'NR == 1 { n = NF; for (i = 1; i <= NF; i++) a[i] = $i; next }
-    { for (i = 1; i <= NF; i++) { d = $i - a[i]; d = d < 0 ? -d : d; if (d > max) max = d }
-      m = NF }
-    END { printf "# %d logits, largest difference %g\n", m, max; exit !(n == m && n > 0 && max <= 1e-4) }' \
-    "$1" "$2"
-}
 for prompt in "12: the cat sat " "7"; do  # block_size tokens, and one
   "$LK_BUILDDIR/tests/onnx/logits" "$T/gpt.ini" "$T/gpt/checkpoints/last.ckpt" "$prompt" \
     >"$T/gpt.lk" 2>"$T/logits.err"
