@@ -10,9 +10,9 @@
 # classifier, the outputs for a regression. A language model over bytes
 # (embedding first) generates in ONNX Runtime, greedily, what loopkit
 # generate --top-k 1 does, and so does gpt, from contexts shorter than its
-# block_size too; gpt's logits after a prompt are loopkit's predict_step's
-# (tests/onnx/logits) to 1e-4. Then the refusals: a model without an onnx entry, a lone
-# checkpoint.
+# block_size too; their logits after a prompt are loopkit's predict_step's
+# (tests/onnx/logits) to 1e-4. Then the refusals: a model without an onnx
+# entry, a lone checkpoint.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 ORT=$LK_SRCDIR/tests/onnx
 if [ ! -d "$ORT/node_modules/onnxruntime-node" ] || ! command -v node >/dev/null; then
