@@ -219,6 +219,16 @@ for prompt in "12: the cat sat " "7"; do  # block_size tokens, and one
     close_row "$T/gpt.lk" "$T/gpt.last"
   cat "$T/logits.err" "$T/ort.err" | sed 's/^/# /'
 done
+sed 's/^n_layer = 2$/n_layer = 1\nbias = false/' "$T/gpt.ini" >"$T/gptnb.ini"
+"$LOOPKIT" train "$T/gptnb.ini" --out "$T/gptnb" --quiet >/dev/null 2>&1
+"$LOOPKIT" export "$T/gptnb/checkpoints/last.ckpt" -o "$T/gptnb.onnx" >/dev/null 2>&1
+check "... without biases (bias = false, one block): exported, the onnx checker passes" \
+  onnx_ok "$T/gptnb.onnx"
+"$LK_BUILDDIR/tests/onnx/logits" "$T/gptnb.ini" "$T/gptnb/checkpoints/last.ckpt" "3: the" \
+  >"$T/gptnb.lk" 2>"$T/logits.err"
+node "$ORT/run.js" "$T/gptnb.onnx" --last "3: the" >"$T/gptnb.last" 2>"$T/ort.err"
+check "... and its logits are loopkit's, to 1e-4" close_row "$T/gptnb.lk" "$T/gptnb.last"
+cat "$T/logits.err" "$T/ort.err" | sed 's/^/# /'
 # From a 7-byte prompt: contexts of 7 to 16 tokens, then the last 16.
 "$LOOPKIT" generate "$T/gpt.ini" --ckpt "$T/gpt/checkpoints/last.ckpt" --prompt "12: the" \
   --tokens 60 --top-k 1 >"$T/gpt.gen" 2>/dev/null
