@@ -8,8 +8,10 @@
  * trains the bundled sequential model, `linear(16), swish, linear(1)`, on
  * features.csv: its loss falls as it learns y = 0.5 x^2 - x + 2.
  * `loopkit gradcheck @NAME@.ini` holds the backward below against central
- * differences of the loss, and `loopkit inspect ./@NAME@.so` lists the
- * layer and its argument.
+ * differences of the loss, `loopkit inspect ./@NAME@.so` lists the
+ * layer and its argument, and `loopkit export RUN/checkpoints/last.ckpt
+ * -o net.onnx` writes the trained network as an ONNX model, this layer
+ * through its onnx lowering below.
  *
  * A layers plugin has no create and no options of its own: its descriptor
  * points to a NULL-terminated array of layer tables (lk_layer_type,
@@ -68,6 +70,30 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return 0;
 }
 
+/* onnx: the forward in evaluation mode as ONNX nodes (loopkit/onnx.h),
+ * from the value IN[0] to the new value OUT: Mul(x, Sigmoid(Mul(x,
+ * beta))). Values of its own are named with lk_onnx_tmp; a layer with
+ * parameters adds them with lk_onnx_initializer under PREFIX then their
+ * declared names. Without it (.onnx NULL) `loopkit export` to .onnx
+ * refuses a network that uses this layer. */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  float beta = (float)l->args[ARG_BETA].r;
+  const char *b = lk_onnx_tmp(g, "swish_beta");
+  const char *bx = lk_onnx_tmp(g, "swish_bx");
+  const char *s = lk_onnx_tmp(g, "swish_s");
+  if (!b || !bx || !s)
+    return LK_ENOMEM;
+  const char *mul[2] = {in[0], b}, *sig[1] = {bx}, *y[2] = {in[0], s};
+  int rc = lk_onnx_const_f32(g, b, &beta, 0); /* a scalar */
+  if (rc == 0)
+    rc = lk_onnx_node(g, "Mul", mul, 2, &bx, 1, NULL, 0);
+  if (rc == 0)
+    rc = lk_onnx_node(g, "Sigmoid", sig, 1, &s, 1, NULL, 0);
+  return rc ? rc : lk_onnx_node(g, "Mul", y, 2, &out, 1, NULL, 0);
+}
+
 static const lk_layer_type swish = {
     .size = LK_LAYER_TYPE_SIZE, /* the layer.h this file was compiled for */
     .name = "swish",            /* as `layers = ...` names it, in any case */
@@ -77,6 +103,7 @@ static const lk_layer_type swish = {
     .max_inputs = 1,
     .forward = forward,
     .backward = backward,
+    .onnx = onnx, /* NULL: not exportable to ONNX */
 };
 
 /* Every layer of the plugin, NULL last. */

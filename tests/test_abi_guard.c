@@ -35,6 +35,7 @@ static void test_desc_sizes(void **state) {
                    offsetof(lk_descriptor, precision) + p,
                    offsetof(lk_descriptor, check_state) + p,
                    offsetof(lk_descriptor, logger) + p,
+                   offsetof(lk_descriptor, layers) + p,
                    offsetof(lk_descriptor, layers) + p};
   assert_int_equal(sizeof want / sizeof want[0], LK_ABI_MINOR + 1);
   for (unsigned m = 0; m <= LK_ABI_MINOR; m++)
@@ -51,6 +52,9 @@ static void test_features(void **state) {
   assert_false(lk__abi_has(5, LK__ABI_MOMENTUM_STATUS));
   assert_true(lk__abi_has(6, LK__ABI_MOMENTUM_STATUS));
   assert_false(lk__abi_has(LK_ABI_MINOR, LK__N_ABI_FEATURES));
+  /* the step's onnx is 1.7's: a 1.6 table ends before it */
+  assert_int_equal(lk__abi_entries(LK__KIND_STEP, 6), 5);
+  assert_int_equal(lk__abi_entries(LK__KIND_STEP, 7), 6);
   lk_descriptor d = {.abi_version = (1u << 16) | 3};
   assert_int_equal(lk__abi_minor(&d), 3);
 }

@@ -38,6 +38,7 @@ static void test_bad_tables_refused(void **state) {
                     "scale: scale = -1: must be > 0"},
       {"badlayer8", "layer 0 (ident): argument mode: a word with no choices"},
       {"badlayer9", "layer 0 (ident): argument scale: in the table twice"},
+      {"badlayer10", "layer 0: onnx points outside any loaded code"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     lk_plugin *p = NULL;

@@ -74,7 +74,7 @@ static void test_abi_mismatch(void **state) {
   lk_plugin *p = NULL;
   assert_int_equal(lk_plugin_open(broken_path("badabi"), &p), LK_EABI);
   assert_non_null(strstr(lk_last_error(), "ABI 99.3"));
-  assert_non_null(strstr(lk_last_error(), "ABI 1.6"));
+  assert_non_null(strstr(lk_last_error(), "ABI 1.7"));
   assert_int_equal(lk_plugin_open(broken_path("badsize"), &p), LK_EABI);
   assert_non_null(strstr(lk_last_error(), "descriptor size 8"));
 }

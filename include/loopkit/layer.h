@@ -27,6 +27,7 @@
  *   lk_layer_reserve   the memory a batch of N needs between forward and
  *                      backward (the consumer owns the outputs)
  *   type->forward, type->backward, per batch
+ *   type->onnx         its forward as ONNX nodes (loopkit export FILE.onnx)
  *   lk_layer_free
  *
  * The struct is append-only: a table says its own size (LK_LAYER_TYPE_SIZE
@@ -43,6 +44,7 @@
 
 #include <loopkit/host.h>
 #include <loopkit/nn.h>
+#include <loopkit/onnx.h>
 #include <loopkit/tensor.h>
 
 #ifdef __cplusplus
@@ -188,8 +190,17 @@ struct lk_layer_type {
    * and Y as the training forward had them. */
   int (*backward)(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                   const float *const *x, const float *y, int n);
-  /* reserved for what comes: the ONNX lowering (appended), ... */
-  const void *onnx;
+  /* The layer's forward in evaluation mode as ONNX nodes (loopkit/onnx.h):
+   * from the values IN [n_in] (the batch first, then the sample's
+   * dimensions, as l->in) to the new value OUT. PREFIX is the layer's
+   * parameter-name prefix ("3." in a sequential): the lowering adds the
+   * parameters and buffers it uses itself, as initializers named PREFIX
+   * then their declared names ("3.weight"), and names any value of its
+   * own with lk_onnx_tmp. The input of an embedding (LK_LAYER_TOKENS) is
+   * int64. NULL: the layer cannot be exported, and `loopkit export` to
+   * .onnx refuses it, naming it. */
+  int (*onnx)(const lk_layer *l, lk_onnx *g, const char *const *in,
+              const char *out, const char *prefix);
   void *reserved[7];
 };
 

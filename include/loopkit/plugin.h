@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "loopkit/export.h"
+#include "loopkit/onnx.h"
 #include "loopkit/tensor.h"
 
 #ifdef __cplusplus
@@ -25,7 +26,7 @@ extern "C" {
 #endif
 
 #define LK_ABI_MAJOR 1
-#define LK_ABI_MINOR 6
+#define LK_ABI_MINOR 7
 #define LK_ABI_VERSION ((uint32_t)((LK_ABI_MAJOR << 16) | LK_ABI_MINOR))
 #define LK_PLUGIN_SYMBOL "lk_plugin_descriptor"
 
@@ -140,7 +141,17 @@ typedef struct lk_batch {
  * row: a language model's perplexity, exp(mean loss); a classifier's macro
  * F1 from the counts its validation_step summed (over the processes with
  * lk_host_reduce_sum, which every process reaches here). Names as a step
- * result's, none of MEAN's. */
+ * result's, none of MEAN's.
+ * Since ABI 1.7: onnx (NULL: the model cannot be exported to ONNX), the
+ * model's forward in evaluation mode as an ONNX graph (loopkit/onnx.h),
+ * for `loopkit export CKPT -o FILE.onnx`, with the checkpoint's
+ * parameters loaded: it declares the graph's input and output
+ * (lk_onnx_input, lk_onnx_output; the batch dimension -1) and adds the
+ * nodes from the value "input" to the value "output", and its weights as
+ * initializers under their parameters' names. What predict_step gives,
+ * before any cropping or selection: a classifier's logits, a regression's
+ * output; no loss. A layer or a part it cannot express is refused (a
+ * negative LK_E* code, lk_fail's message naming it). */
 typedef struct lk_step_ops {
   int (*training_step)(void *self, const lk_batch *batch, lk_step_result *out);
   int (*validation_step)(void *self, const lk_batch *batch,
@@ -149,6 +160,7 @@ typedef struct lk_step_ops {
   int (*predict_step)(void *self, const lk_batch *batch, lk_tensor *out);
   int (*evaluation_end)(void *self, lk_split split, const lk_step_result *mean,
                         lk_step_result *out);
+  int (*onnx)(void *self, lk_onnx *g);
 } lk_step_ops;
 
 /* backward: adds scale * d(loss)/d(param) into every param's grad, for the
@@ -173,9 +185,9 @@ typedef struct lk_zero_grad_ops {
  * (sgd, rmsprop), beta1 of one that has betas (the adam family). NULL:
  * the optimizer has neither, and cycle_momentum is refused. Since ABI 1.6
  * set_momentum returns 0 (in ABI 1.5 it returned nothing, and the host
- * calls a 1.5 plugin's as such), or refuses (a negative LK_E* code, lk_fail's message) a value
- * the optimizer cannot step with (what create refuses for its option:
- * beta1 >= 1), or state it cannot make: called during setup (a
+ * calls a 1.5 plugin's as such), or refuses (a negative LK_E* code, lk_fail's
+ * message) a value the optimizer cannot step with (what create refuses for its
+ * option: beta1 >= 1), or state it cannot make: called during setup (a
  * scheduler's create), it may still add state (the momentum buffers an
  * optimizer created with momentum 0 keeps only if a scheduler drives the
  * momentum). */

@@ -318,6 +318,16 @@ LK_API int lk_checkpoint_export(const char *ckpt, const char *path,
  * checkpoint of RUN's model); "plugin" is the step's plugin. */
 LK_API int lk_run_export(lk_run *run, const char *ckpt, const char *path);
 
+/* Since 0.1 (ABI 1.7): RUN's model with CKPT's parameters (loaded with
+ * lk_run_load_params) as an ONNX model at PATH (written as lk_output_open
+ * writes): its forward in evaluation mode, opset 17, the weights as
+ * initializers, one input "input" and one output "output" of a dynamic
+ * batch dimension, as the model's step builds it (lk_step_ops.onnx,
+ * loopkit/onnx.h). A model whose step has no onnx entry is refused
+ * (LK_EKIND, "model NAME cannot be exported to ONNX"), and a layer that
+ * cannot be lowered by the model's message naming it. */
+LK_API int lk_run_export_onnx(lk_run *run, const char *ckpt, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

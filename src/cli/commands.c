@@ -156,7 +156,8 @@ const cli_command cli_commands[] = {
      "Print every parameter of checkpoint CKPT, one value a line: "
      "NAME[INDEX] VALUE (%.17g for f64, %.9g for f32).",
      no_options},
-    {"export", "CKPT -o FILE", "a checkpoint's parameters as safetensors",
+    {"export", "CKPT -o FILE",
+     "a checkpoint's parameters as safetensors, or its model as ONNX",
      "Write every parameter of checkpoint CKPT (not the optimizer's state), "
      "then its model's buffers (batch norm's running_mean, running_var and "
      "num_batches_tracked, the last as I64), to FILE in the safetensors "
@@ -172,7 +173,22 @@ const cli_command cli_commands[] = {
      "--ckpt CKPT -o FILE (loopkit export --ckpt CKPT -o FILE is loopkit "
      "export CKPT -o FILE; the run directory is the one CKPT is in, "
      "RUN/checkpoints/NAME or a link to one); a checkpoint with neither "
-     "gets its parameters only. -o is also --output.",
+     "gets its parameters only. FILE.onnx (the format follows the extension) is the model's "
+     "forward in evaluation mode as an ONNX model instead, for ONNX Runtime "
+     "and the tools that read ONNX: opset 17, IR version 8, the weights as "
+     "initializers under their parameters' names, one input named input "
+     "and one output named output whose first dimension, the batch, is "
+     "given at run time (N); the output is a classifier's logits (apply a "
+     "softmax for loopkit predict's probabilities) or a regression's "
+     "output, the loss left out; batch norm uses its running statistics, "
+     "dropout is the identity. A sequential net exports with every "
+     "built-in layer, its blocks and joins; a layer plugin's layer when "
+     "its table gives an ONNX lowering; a language model over tokens takes "
+     "int64 tokens [N, T] and gives the logits at every position [N, T, "
+     "V], and so does gpt, T up to its block_size. It needs the model: the run directory's config.ini or CONFIG. A "
+     "model whose step cannot write ONNX (mlp, linear; a plugin built "
+     "before ABI 1.7), or a layer without a lowering, is refused with "
+     "status 2, naming it, and nothing is written. -o is also --output.",
      no_options},
     {"gradcheck", "CONFIG.ini", "backward against central differences",
      "Compare the backward plugin's gradients with central differences of "

@@ -5,17 +5,25 @@
  * checkpoint is in (lk_checkpoint_run_config, as the other commands that
  * use a trained model find it), or CONFIG --ckpt CKPT, is built into a
  * run, as predict builds it; a lone checkpoint exports its parameters
- * only. FILE is written as every output is (lk_output_open): - is the
- * standard output. */
+ * only. FILE.onnx (by its extension) is the model's forward as an ONNX
+ * model instead (lk_run_export_onnx), which needs the model. FILE is
+ * written as every output is (lk_output_open): - is the standard output. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 static const char usage[] =
-    "usage: loopkit export CKPT -o FILE.safetensors, or loopkit export "
-    "[CONFIG] --ckpt CKPT -o FILE.safetensors";
+    "usage: loopkit export CKPT -o FILE.safetensors|FILE.onnx, or loopkit "
+    "export [CONFIG] --ckpt CKPT -o FILE.safetensors|FILE.onnx";
+
+/* Whether OUT names an ONNX model: FILE.onnx, any case. */
+static bool onnx_path(const char *out) {
+  size_t n = strlen(out);
+  return n > 5 && !strcasecmp(out + n - 5, ".onnx");
+}
 
 /* The config.ini of the run CKPT is in (lk_checkpoint_run_config) into
  * BUF, or "" when it is in none: its parameters alone are exported. 0, or
@@ -32,8 +40,16 @@ static int run_config(const char *ckpt, char *buf, size_t len) {
 }
 
 /* CKPT into OUT: with CONFIG, through its model (the parameters and the
- * model's buffers, lk_run_export); without, the parameters only. */
+ * model's buffers, lk_run_export; FILE.onnx: its forward,
+ * lk_run_export_onnx); without, the parameters only. */
 static int export_with(const char *config, const char *ckpt, const char *out) {
+  if (!config && onnx_path(out)) {
+    cli_error("export: %s: an ONNX model needs the model's config: CKPT in "
+              "a run directory (RUN/checkpoints/, beside RUN/config.ini), "
+              "or CONFIG --ckpt CKPT",
+              ckpt);
+    return -2;
+  }
   if (!config)
     return lk_checkpoint_export(ckpt, out, NULL) == 0 ? 0 : -1;
   lk_config *cfg = NULL;
@@ -45,7 +61,8 @@ static int export_with(const char *config, const char *ckpt, const char *out) {
     rc = lk_run_new(cfg, &ro, &run);
   lk_config_free(cfg);
   if (rc == 0)
-    rc = lk_run_export(run, ckpt, out);
+    rc = onnx_path(out) ? lk_run_export_onnx(run, ckpt, out)
+                        : lk_run_export(run, ckpt, out);
   lk_run_free(run);
   return rc == 0 ? 0 : -1;
 }
@@ -89,8 +106,10 @@ int cli_export(int argc, char **argv) {
     ckpt = arg;
   if (config == found && run_config(ckpt, found, sizeof found) != 0)
     return EXIT_USAGE;
-  if (export_with(*config ? config : NULL, ckpt, out) != 0) {
-    cli_error("export: %s", lk_last_error());
+  int rc = export_with(*config ? config : NULL, ckpt, out);
+  if (rc != 0) {
+    if (rc == -1) /* -2: said */
+      cli_error("export: %s", lk_last_error());
     return EXIT_USAGE;
   }
   if (strcmp(out, "-") != 0) /* - is the file itself */

@@ -4,11 +4,10 @@
 
 #include "kinds.h"
 
-static const lk__entry step_entries[] = {{"training_step", 0, true},
-                                         {"validation_step", 0, false},
-                                         {"test_step", 0, false},
-                                         {"predict_step", 4, false},
-                                         {"evaluation_end", 6, false}};
+static const lk__entry step_entries[] = {
+    {"training_step", 0, true},   {"validation_step", 0, false},
+    {"test_step", 0, false},      {"predict_step", 4, false},
+    {"evaluation_end", 6, false}, {"onnx", 7, false}};
 static const lk__entry backward_entries[] = {{"backward", 0, true}};
 static const lk__entry zero_grad_entries[] = {{"zero_grad", 0, true}};
 static const lk__entry optimizer_entries[] = {{"step", 0, true},

@@ -459,7 +459,8 @@ static int check_layer_code(const segments *ss, const lk_layer_type *t,
              {"reserve", offsetof(lk_layer_type, reserve)},
              {"release", offsetof(lk_layer_type, release)},
              {"forward", offsetof(lk_layer_type, forward)},
-             {"backward", offsetof(lk_layer_type, backward)}};
+             {"backward", offsetof(lk_layer_type, backward)},
+             {"onnx", offsetof(lk_layer_type, onnx)}};
   for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
     uintptr_t fn;
     memcpy(&fn, (const char *)t + fns[f].at, sizeof fn);
@@ -497,7 +498,6 @@ static int check_layer(const segments *ss, const lk_layer_type *t,
                    name, path, i, size);
   memset(copy, 0, sizeof *copy);
   memcpy(copy, t, len);
-  copy->onnx = NULL; /* nothing the host reads from a plugin, yet */
   memset(copy->reserved, 0, sizeof copy->reserved);
   int rc;
   if ((copy->name && check_string(ss, copy->name) != STR_OK) ||

@@ -1,6 +1,6 @@
 /* Layer plugins (kind layers) whose tables the host must refuse, one fault
  * per build: BAD picks it (tests/Makefile.inc builds badlayer1 to
- * badlayer9; tests/test_layerplug.c holds each message). BAD 0 is a good
+ * badlayer10; tests/test_layerplug.c holds each message). BAD 0 is a good
  * one, whose table says an older, smaller size. */
 #include <math.h>
 #include <stddef.h>
@@ -52,6 +52,10 @@ static const lk_layer_type layer = {
     .max_inputs = BAD == 5 ? 2 : 1,
     .forward = BAD == 3 ? NULL : forward,
     .backward = BAD == 4 ? NULL : backward,
+#if BAD == 10 /* the ONNX lowering pointing into data */
+    .onnx = (int (*)(const lk_layer *, lk_onnx *, const char *const *,
+                     const char *, const char *))(uintptr_t)args,
+#endif
 };
 
 static const lk_layer_type *const types[] = {&layer, NULL};

@@ -8,7 +8,7 @@
 A=$LK_ABI_DIR
 
 expect 0 'abi: +1\.2' "inspect: sgd built against the 1.2 headers says ABI 1.2" -- inspect "$A/sgd_v12.so"
-expect 0 'abi: +1\.6' "inspect: the bundled sgd says ABI 1.6" -- inspect sgd
+expect 0 'abi: +1\.7' "inspect: the bundled sgd says ABI 1.7" -- inspect sgd
 expect 0 'abi: +1\.4' "inspect: sgd built against the 1.4 headers says ABI 1.4" -- inspect "$A/sgd_v14.so"
 expect 0 'kinds: +step,backward,zero_grad,optimizer,callback' \
   "inspect: the 1.2 probe has its kinds" -- inspect "$A/probe_v12.so"
@@ -109,7 +109,7 @@ batch_size = 4
 lr = 0.05
 momentum = 0.9
 INI
-expect 0 'trained 8 steps' "data and optimizer of ABI 1.6" -- train "$T/lin13.ini" --out "$T/run14d"
+expect 0 'trained 8 steps' "data and optimizer of ABI 1.7" -- train "$T/lin13.ini" --out "$T/run14d"
 expect 0 'trained 8 steps' "data and optimizer of ABI 1.4" -- \
   train "$T/lin13.ini" --out "$T/run14f" --set "plugins.data=$A/synthetic_v14.so" \
   --set "plugins.optimizer=$A/sgd_v14.so"
@@ -126,6 +126,13 @@ check "... the 1.4 builds too" cmp -s "$T/dd14" "$T/dd14f"
 expect 0 'abi: +1\.5' "inspect: linreg built against the 1.5 headers says ABI 1.5" -- inspect "$A/linreg_v15.so"
 expect 0 'trained 8 steps' "a step plugin of ABI 1.5 (no evaluation_end) trains and validates" -- \
   train "$T/lin13.ini" --out "$T/run15s" --set "plugins.step=$A/linreg_v15.so" --set synthetic.n_val=8
+# A step plugin of ABI 1.6: its ops end before 1.7's onnx, which the host
+# does not read; it trains, and export to .onnx says the model has none.
+expect 0 'abi: +1\.6' "inspect: linreg built against the 1.6 headers says ABI 1.6" -- inspect "$A/linreg_v16.so"
+expect 0 'trained 8 steps' "a step plugin of ABI 1.6 (no onnx) trains and validates" -- \
+  train "$T/lin13.ini" --out "$T/run16o" --set "plugins.step=$A/linreg_v16.so" --set synthetic.n_val=8
+expect 2 'model linreg cannot be exported to ONNX' "... and export to .onnx refuses it (exit 2), naming it" -- \
+  export "$T/run16o/checkpoints/last.ckpt" -o "$T/v16.onnx"
 train_quiet() { "$LOOPKIT" train "$@" --quiet >/dev/null 2>&1; }
 train_quiet "$T/lin13.ini" --out "$T/run16s" --set synthetic.n_val=8
 check "... to the same bits and rows as today's build" \
@@ -134,9 +141,9 @@ expect 0 'trained 12 steps' "the 1.3 run resumes (its optimizer has no check_sta
   train "$T/lin13.ini" --resume "$T/run13d/checkpoints/last.ckpt" --set loop.max_epochs=3 \
   --set "plugins.data=$A/synthetic_v13.so" --set "plugins.optimizer=$A/sgd_v13.so"
 
-expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.6' \
+expect 2 'built for loopkit plugin ABI 1\.999; this loopkit has ABI 1\.7' \
   "a newer minor is refused, both versions named" -- inspect "$LK_BROKEN_DIR/newminor.so"
-expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.6' \
+expect 2 'built for loopkit plugin ABI 99\.3; this loopkit has ABI 1\.7' \
   "another major is refused, both versions named" -- inspect "$LK_BROKEN_DIR/badabi.so"
 # predict_step came with 1.4: a 1.2 step plugin's ops end before it, and
 # what follows its table in memory is never taken for one.

@@ -71,7 +71,7 @@ expect 2 'plugin refuse \(.*refuse.so\) failed to start: option ok = false' \
   "plugin that refuses its options" -- train "$T/good.ini" --set plugins.zero_grad=refuse
 expect 2 "nodesc.so\) has no descriptor: symbol lk_plugin_descriptor" "plugin without descriptor" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/nodesc.so"
-expect 2 'built for loopkit plugin ABI 99.3; this loopkit has ABI 1.6' "ABI mismatch names both" \
+expect 2 'built for loopkit plugin ABI 99.3; this loopkit has ABI 1.7' "ABI mismatch names both" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/badabi.so"
 expect 2 'cannot load plugin .*undefsym.so.*lk_no_such_function_anywhere' "dlopen error text" \
   -- train "$T/good.ini" --set "plugins.zero_grad=$B/undefsym.so"

@@ -3,7 +3,9 @@
 # writes Swish (x sigmoid(beta x)) as a layer plugin that builds out of
 # tree with its generated Makefile and pkg-config alone (here against the build tree's headers),
 # and trains a sequential net through `[plugins] layers`, its backward held
-# against central differences (gradcheck); plugins and inspect list its
+# against central differences (gradcheck), its own ONNX lowering exported
+# (and run in ONNX Runtime when tests/onnx has it), one without a lowering
+# refused by export; plugins and inspect list its
 # layer and argument; a layer named like a built-in or like another
 # plugin's, a plugin of no layers and one of another kind are config
 # errors (exit 2) naming both sides.
@@ -104,6 +106,38 @@ lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), myst
 status=$?
 check "an unknown layer: the message lists the plugin's too" sh -c "
   test $status -eq 2 && grep -q 'unknown layer mystery; expected one of conv2d, .*identity, swish' '$T/out'"
+
+# ---- its ONNX lowering (the table's onnx, loopkit/onnx.h) ----------------
+lk_in mysilu export run/checkpoints/last.ckpt -o silu.onnx
+status=$?
+check "export to .onnx: the plugin's layer lowers itself (Mul, Sigmoid, Mul), the onnx checker passes" sh -c "
+  test $status -eq 0 && /usr/bin/python3 -c 'import onnx, sys
+m = onnx.load(sys.argv[1]); onnx.checker.check_model(m, full_check=True)
+ops = [n.op_type for n in m.graph.node]
+sys.exit(ops != [\"Gemm\", \"Mul\", \"Sigmoid\", \"Mul\", \"Gemm\"])' mysilu/silu.onnx"
+ORT=$LK_SRCDIR/tests/onnx
+if [ -d "$ORT/node_modules/onnxruntime-node" ] && command -v node >/dev/null; then
+  # features.csv without its label column, as float32 .npy, the test split
+  /usr/bin/python3 -c 'import numpy, sys
+numpy.save(sys.argv[2], numpy.loadtxt(sys.argv[1], delimiter=",", skiprows=1, dtype="float32")[:, :-1])' \
+    mysilu/features.csv "$T/features.npy"
+  lk_in mysilu predict mysilu.ini --ckpt run/checkpoints/last.ckpt --set csv.test=features.csv -o pred.csv
+  node "$ORT/run.js" mysilu/silu.onnx "$T/features.npy" >"$T/silu.ort" 2>&1
+  check "... ONNX Runtime gives loopkit predict's outputs on features.csv, to 1e-4" \
+    awk -F, -f "$ORT/same.awk" mysilu/pred.csv "$T/silu.ort"
+else
+  ok "... ONNX Runtime gives loopkit predict's outputs # SKIP onnxruntime-node is not installed (npm ci --ignore-scripts --prefix tests/onnx)"
+fi
+mkdir noonnx && sed 's/"mysilu"/"noonnx"/; s/\.onnx = onnx,/.onnx = NULL,/' mysilu/mysilu.c >noonnx/noonnx.c
+check "... (the copy has no lowering)" sh -c "grep -q '.onnx = NULL,' noonnx/noonnx.c"
+cc -std=c11 -shared -fPIC -fvisibility=hidden -I"$LK_SRCDIR/include" -I"$LK_BUILDDIR/include" \
+  noonnx/noonnx.c -o noonnx/noonnx.so -lm 2>"$T/build.log"
+lk_in mysilu train mysilu.ini --out run2 --set "plugins.layers=$W/noonnx/noonnx.so" --set loop.max_epochs=1
+lk_in mysilu export run2/checkpoints/last.ckpt -o no.onnx
+status=$?
+check "a layer without a lowering: export to .onnx refused (exit 2), naming the layer, and nothing written" sh -c "
+  test $status -eq 2 && grep -q 'layers: layer 1 \"swish(beta=1)\": swish cannot be exported to ONNX' '$T/out' &&
+  test ! -e mysilu/no.onnx"
 
 # ---- clashes ---------------------------------------------------------------
 mkdir relu && sed 's/"swish"/"ReLU"/; s/"mysilu"/"myrelu"/' mysilu/mysilu.c >relu/myrelu.c

@@ -211,8 +211,8 @@ check "precision: the scale grows after growth_interval good steps" \
   grep -q '^my_precision: 200 steps without overflow: scale 256 -> 512$' "$T/precision.out"
 check "precision: x still reaches the minimum" near "$R" 0.02 'x[0]' 1 'x[1]' 1
 lk_in "$W/my_precision" inspect ./my_precision.so
-check "precision: loopkit inspect loads it as a precision plugin of ABI 1.6" \
-  sh -c "grep -q '^kinds: *precision$' '$T/out' && grep -q '^abi: *1.6$' '$T/out'"
+check "precision: loopkit inspect loads it as a precision plugin of ABI 1.7" \
+  sh -c "grep -q '^kinds: *precision$' '$T/out' && grep -q '^abi: *1.7$' '$T/out'"
 
 # same_rows RUN: RUN/my_logger.jsonl holds RUN/metrics.csv's rows, one
 # line each, every set cell under its column name, to the bit.

@@ -2,7 +2,7 @@
 # loopkit plugins, inspect, --version, --help; malformed descriptors.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 
-expect 0 '^loopkit [0-9]+\.[0-9]+\.[0-9]+ \(plugin ABI 1\.6\)' "--version" -- --version
+expect 0 '^loopkit [0-9]+\.[0-9]+\.[0-9]+ \(plugin ABI 1\.7\)' "--version" -- --version
 expect 0 'loopkit plugins' "--help lists the commands" -- --help
 expect 0 'sgd +optimizer +[0-9.]+ +/.*/sgd\.so' "plugins lists sgd with kind, version, path" -- plugins
 check "plugins lists rosenbrock as step,backward" grep -Eq '^rosenbrock +step,backward ' "$T/out"

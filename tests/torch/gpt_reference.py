@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference forward and backward passes of the gpt plugin (plugins/model/gpt.c).
+"""Reference forward and backward passes of the gpt plugin (plugins/model/gpt/gpt.c).
 
 Run with Debian's torch (python3-torch 1.13), no network:
 

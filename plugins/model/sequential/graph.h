@@ -43,6 +43,9 @@ bool seq_has_params(const lk_layer *l);
  * which need a gradient (a parameter at or before them). */
 void seq_graph_link(seq *m);
 
+/* The step's onnx entry (onnx.c): the network, the loss apart, into G. */
+int seq_onnx(void *self, lk_onnx *g);
+
 /* The node's input K's output, or the data's X. */
 static inline const float *seq_input(const seq *m, const seq_layer *sl, int k,
                                      const float *x) {

@@ -603,7 +603,8 @@ static int evaluation_end(void *self, lk_split split,
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
                                      .predict_step = predict_step,
-                                     .evaluation_end = evaluation_end};
+                                     .evaluation_end = evaluation_end,
+                                     .onnx = seq_onnx};
 
 /* A graph's backward: every node's gradient zeroed, the loss's into the
  * last's, then each node from the last adds into its inputs' (a tensor

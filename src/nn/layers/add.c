@@ -42,6 +42,12 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return lk_nn_residual_backward(nn, dx[0], dx[1], dy, count);
 }
 
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  return layer_onnx_op(g, "Add", in, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_add = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "add",
@@ -50,4 +56,5 @@ const lk_layer_type lk__layer_add = {
     .max_inputs = 2,
     .infer = infer,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

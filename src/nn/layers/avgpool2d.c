@@ -27,6 +27,18 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return dx[0] ? lk_nn_avgpool2d_backward(nn, p, dx[0], dy) : 0;
 }
 
+/* AveragePool, the padding counted as torch's count_include_pad */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  lk_onnx_attr a[4];
+  int64_t ints[8];
+  lk__layer_onnx_window(l->state, a, ints);
+  a[3] =
+      (lk_onnx_attr){.name = "count_include_pad", .type = LK_ONNX_INT, .i = 1};
+  return layer_onnx_op(g, "AveragePool", in, 1, out, a, 4);
+}
+
 const lk_layer_type lk__layer_avgpool2d = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "avgpool2d",
@@ -37,4 +49,5 @@ const lk_layer_type lk__layer_avgpool2d = {
     .state_size = sizeof(lk_nn_pool2d),
     .infer = infer,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -23,5 +23,7 @@ int lk__batchnorm_forward(lk_layer *l, lk_nn *nn, float *y,
 int lk__batchnorm_backward(lk_layer *l, lk_nn *nn, float *const *dx,
                            const float *dy, const float *const *x,
                            const float *y, int n);
+int lk__batchnorm_onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                       const char *out, const char *prefix);
 
 #endif

@@ -28,4 +28,5 @@ const lk_layer_type lk__layer_batchnorm1d = {
     .bind = lk__batchnorm_bind,
     .release = lk__batchnorm_release,
     .forward = lk__batchnorm_forward,
-    .backward = lk__batchnorm_backward};
+    .backward = lk__batchnorm_backward,
+    .onnx = lk__batchnorm_onnx};

@@ -111,6 +111,27 @@ int lk__batchnorm_backward(lk_layer *l, lk_nn *nn, float *const *dx,
                                   s->rstd, n, s->c, s->hw, true);
 }
 
+/* BatchNormalization with the running statistics (evaluation); without
+ * affine, a scale of ones and a bias of zeros */
+int lk__batchnorm_onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                       const char *out, const char *prefix) {
+  const bn_state *s = l->state;
+  char names[4][128];
+  const char *x[5] = {in[0], names[0], names[1], names[2], names[3]};
+  int b = buffers(l), rc = 0;
+  for (int k = 0; rc == 0 && k < b + 2; k++)
+    rc = lk__layer_onnx_tensor(l, g, prefix, k, names[k + 2 - b],
+                               sizeof names[0]);
+  if (rc == 0 && !b) {
+    x[1] = lk__layer_onnx_const(g, "batchnorm_one", NULL, 1, (size_t)s->c);
+    x[2] = lk__layer_onnx_const(g, "batchnorm_zero", NULL, 0, (size_t)s->c);
+    rc = x[1] && x[2] ? 0 : LK_ENOMEM;
+  }
+  lk_onnx_attr eps = {
+      .name = "epsilon", .type = LK_ONNX_FLOAT, .f = (float)l->args[EPS].r};
+  return rc ? rc : layer_onnx_op(g, "BatchNormalization", x, 5, out, &eps, 1);
+}
+
 const lk_layer_type lk__layer_batchnorm2d = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "batchnorm2d",
@@ -126,4 +147,5 @@ const lk_layer_type lk__layer_batchnorm2d = {
     .bind = lk__batchnorm_bind,
     .release = lk__batchnorm_release,
     .forward = lk__batchnorm_forward,
-    .backward = lk__batchnorm_backward};
+    .backward = lk__batchnorm_backward,
+    .onnx = lk__batchnorm_onnx};

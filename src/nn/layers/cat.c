@@ -59,6 +59,14 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return 0;
 }
 
+/* torch.cat(dim=1): ONNX's axis 1, the batch's dimension 1 */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  lk_onnx_attr axis = {.name = "axis", .type = LK_ONNX_INT, .i = 1};
+  return layer_onnx_op(g, "Concat", in, 2, out, &axis, 1);
+}
+
 const lk_layer_type lk__layer_cat = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "cat",
@@ -69,4 +77,5 @@ const lk_layer_type lk__layer_cat = {
     .state_size = sizeof(cat_state),
     .infer = infer,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -66,6 +66,27 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                                dy, x[0], layer_data(l, 0));
 }
 
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  const lk_nn_conv2d *c = l->state;
+  lk_nn_pool2d p = {.kh = c->kh,
+                    .kw = c->kw,
+                    .stride_h = c->stride_h ? c->stride_h : 1,
+                    .stride_w = c->stride_w ? c->stride_w : 1,
+                    .pad_h = c->pad_h,
+                    .pad_w = c->pad_w};
+  lk_onnx_attr a[3];
+  int64_t ints[8];
+  lk__layer_onnx_window(&p, a, ints);
+  char w[128], b[128];
+  bool bias = l->args[BIAS].i;
+  int rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
+  if (rc == 0 && bias)
+    rc = lk__layer_onnx_tensor(l, g, prefix, 1, b, sizeof b);
+  const char *x[3] = {in[0], w, b};
+  return rc ? rc : layer_onnx_op(g, "Conv", x, bias ? 3 : 2, out, a, 3);
+}
+
 const lk_layer_type lk__layer_conv2d = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "conv2d",
@@ -78,4 +99,5 @@ const lk_layer_type lk__layer_conv2d = {
     .tensors = tensors,
     .init = layer_init_kaiming,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -40,6 +40,13 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* evaluation: the identity */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  return layer_onnx_op(g, "Identity", in, 1, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_dropout = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "dropout",
@@ -52,4 +59,5 @@ const lk_layer_type lk__layer_dropout = {
     .reserve = reserve,
     .release = release,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

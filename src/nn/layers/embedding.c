@@ -60,6 +60,15 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
       n * (int)l->in_numel, l->args[VOCAB].i, l->args[DIM].i);
 }
 
+/* Gather of the weight's rows by the tokens (int64 in ONNX) */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  char w[128];
+  int rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
+  const char *const x[2] = {w, in[0]};
+  return rc ? rc : layer_onnx_op(g, "Gather", x, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_embedding = {.size = LK_LAYER_TYPE_SIZE,
                                            .name = "embedding",
                                            .summary =
@@ -72,4 +81,5 @@ const lk_layer_type lk__layer_embedding = {.size = LK_LAYER_TYPE_SIZE,
                                            .tensors = tensors,
                                            .init = init,
                                            .forward = forward,
-                                           .backward = backward};
+                                           .backward = backward,
+                                           .onnx = onnx};

@@ -35,6 +35,20 @@ static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
   return 0;
 }
 
+/* a Reshape to [batch, out...]: any start_dim and end_dim */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  int64_t shape[LK_MAX_DIMS + 1] = {-1};
+  for (int d = 0; d < l->out.ndim; d++)
+    shape[d + 1] = l->out.d[d];
+  const char *s = lk_onnx_tmp(g, "flatten_shape");
+  int rc =
+      s ? lk_onnx_const_i64(g, s, shape, (size_t)l->out.ndim + 1) : LK_ENOMEM;
+  const char *const x[2] = {in[0], s};
+  return rc ? rc : layer_onnx_op(g, "Reshape", x, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_flatten = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "flatten",
@@ -43,4 +57,5 @@ const lk_layer_type lk__layer_flatten = {
     .flags = LK_LAYER_VIEW,
     .min_inputs = 1,
     .max_inputs = 1,
-    .infer = infer};
+    .infer = infer,
+    .onnx = onnx};

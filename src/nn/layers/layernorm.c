@@ -79,6 +79,29 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                                   n * s->rows, s->c);
 }
 
+/* LayerNormalization over the last axis; without elementwise_affine, a
+ * scale of ones and a bias of zeros */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  const ln_state *s = l->state;
+  char w[128], b[128];
+  const char *x[3] = {in[0], w, b};
+  int rc = 0;
+  if (l->args[AFFINE].i) {
+    rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
+    if (rc == 0)
+      rc = lk__layer_onnx_tensor(l, g, prefix, 1, b, sizeof b);
+  } else {
+    x[1] = lk__layer_onnx_const(g, "layernorm_one", NULL, 1, (size_t)s->c);
+    x[2] = lk__layer_onnx_const(g, "layernorm_zero", NULL, 0, (size_t)s->c);
+    rc = x[1] && x[2] ? 0 : LK_ENOMEM;
+  }
+  lk_onnx_attr a[2] = {
+      {.name = "axis", .type = LK_ONNX_INT, .i = -1},
+      {.name = "epsilon", .type = LK_ONNX_FLOAT, .f = (float)l->args[EPS].r}};
+  return rc ? rc : layer_onnx_op(g, "LayerNormalization", x, 3, out, a, 2);
+}
+
 const lk_layer_type lk__layer_layernorm = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "layernorm",
@@ -93,4 +116,5 @@ const lk_layer_type lk__layer_layernorm = {
     .reserve = reserve,
     .release = release,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -71,6 +71,31 @@ static inline float *layer_grad(const lk_layer *l, int k) {
   return k < l->n_t && l->t[k] ? l->t[k]->grad : NULL;
 }
 
+/* ---- ONNX lowerings (onnx.c) ---- */
+
+/* Layer L's declared tensor K added as the initializer PREFIX then its
+ * declared name ("3." "weight"), that name into NAME [LEN]. */
+int lk__layer_onnx_tensor(const lk_layer *l, lk_onnx *g, const char *prefix,
+                          int k, char *name, size_t len);
+
+/* One node OP from IN [N_IN] to OUT with the N_A attributes A. */
+static inline int layer_onnx_op(lk_onnx *g, const char *op,
+                                const char *const *in, int n_in,
+                                const char *out, const lk_onnx_attr *a,
+                                int n_a) {
+  return lk_onnx_node(g, op, in, n_in, &out, 1, a, n_a);
+}
+
+/* The f32 constant of N values V, each C when V is NULL, under a fresh
+ * name (HINT_k): its name, or NULL (the message set). */
+const char *lk__layer_onnx_const(lk_onnx *g, const char *hint, const float *v,
+                                 float c, size_t n);
+
+/* The pools' and conv2d's attributes kernel_shape, strides and pads from
+ * the geometry G into A [3], the values into INTS [8]. */
+void lk__layer_onnx_window(const lk_nn_pool2d *p, lk_onnx_attr *a,
+                           int64_t *ints);
+
 /* conv2d's and the pools' geometry (window.c): the output [C', H', W'] in
  * *OUT from the input image, *G the kit's; CONV: a kernel (OC output
  * channels, stride 1 by default), else a window (stride its size). The

@@ -53,6 +53,32 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                                l->in.d[l->in.ndim - 1], l->args[OUT].i);
 }
 
+/* Gemm (transB) on [N, in]; MatMul by the transposed weight, then Add,
+ * on more dimensions */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  char w[128], b[128];
+  bool bias = l->args[BIAS].i;
+  int rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
+  if (rc == 0 && bias)
+    rc = lk__layer_onnx_tensor(l, g, prefix, 1, b, sizeof b);
+  const char *x[3] = {in[0], w, b};
+  lk_onnx_attr tb = {.name = "transB", .type = LK_ONNX_INT, .i = 1};
+  if (rc != 0 || l->in.ndim == 1)
+    return rc ? rc : layer_onnx_op(g, "Gemm", x, bias ? 3 : 2, out, &tb, 1);
+  static const int64_t perm[2] = {1, 0};
+  lk_onnx_attr p = {.name = "perm", .type = LK_ONNX_INTS, .ints = perm, .n = 2};
+  const char *wt = lk_onnx_tmp(g, "linear_wt");
+  const char *y = bias ? lk_onnx_tmp(g, "linear_xw") : out;
+  if (!wt || !y)
+    return LK_ENOMEM;
+  const char *xw[2] = {in[0], wt}, *yb[2] = {y, b};
+  if ((rc = layer_onnx_op(g, "Transpose", x + 1, 1, wt, &p, 1)) != 0 ||
+      (rc = layer_onnx_op(g, "MatMul", xw, 2, y, NULL, 0)) != 0)
+    return rc;
+  return bias ? layer_onnx_op(g, "Add", yb, 2, out, NULL, 0) : 0;
+}
+
 const lk_layer_type lk__layer_linear = {.size = LK_LAYER_TYPE_SIZE,
                                         .name = "linear",
                                         .summary = "y = x W^T + b",
@@ -63,4 +89,5 @@ const lk_layer_type lk__layer_linear = {.size = LK_LAYER_TYPE_SIZE,
                                         .tensors = tensors,
                                         .init = layer_init_kaiming,
                                         .forward = forward,
-                                        .backward = backward};
+                                        .backward = backward,
+                                        .onnx = onnx};

@@ -76,6 +76,17 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return lk_nn_maxpool2d_backward(nn, &s->pool, dx[0], dy, s->argmax);
 }
 
+/* MaxPool; a ReLU fused into it is lowered as its own layer */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  const pool_state *s = l->state;
+  lk_onnx_attr a[3];
+  int64_t ints[8];
+  lk__layer_onnx_window(&s->pool, a, ints);
+  return layer_onnx_op(g, "MaxPool", in, 1, out, a, 3);
+}
+
 const lk_layer_type lk__layer_maxpool2d = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "maxpool2d",
@@ -89,4 +100,5 @@ const lk_layer_type lk__layer_maxpool2d = {
     .reserve = reserve,
     .release = release,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -17,10 +17,17 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  return layer_onnx_op(g, "Sigmoid", in, 1, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_sigmoid = {.size = LK_LAYER_TYPE_SIZE,
                                          .name = "sigmoid",
                                          .summary = "1 / (1 + exp(-x))",
                                          .min_inputs = 1,
                                          .max_inputs = 1,
                                          .forward = forward,
-                                         .backward = backward};
+                                         .backward = backward,
+                                         .onnx = onnx};

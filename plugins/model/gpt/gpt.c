@@ -27,7 +27,8 @@
  * plugin's), y the next token at every position. predict_step (ABI 1.4)
  * takes contexts x [B, T] of any length, cropped to their last block_size
  * tokens, and gives the logits of the next token, f32 [B, V], for loopkit
- * generate.
+ * generate. Its onnx entry (ABI 1.7, onnx.c) exports the forward as
+ * an ONNX model: tokens [N, T] to the logits at every position.
  *
  * Memory: every activation backward needs is kept, per layer (llm.c's
  * ActivationTensors), in one block sized at the first batch for its B x T
@@ -43,6 +44,7 @@
 #include <loopkit/nn.h>
 
 #include "bundled.h"
+#include "onnx.h"
 #include "model_common.h"
 
 /* One block's parameters, in nanoGPT's order; the biases are NULL without
@@ -738,10 +740,32 @@ static const lk_option options[] = {
      NULL},
     {NULL, 0, NULL, NULL, NULL}};
 
+/* The forward as an ONNX graph (onnx.c): tokens [N, T] to the logits
+ * at every position [N, T, V]. */
+static int onnx(void *self, lk_onnx *g) {
+  gpt *m = self;
+  lk_tensor **t = calloc((size_t)m->L * GPT_BLOCK_TENSORS, sizeof *t);
+  if (!t)
+    return lk_fail(m->host, LK_ENOMEM, "out of memory");
+  for (int l = 0; l < m->L; l++) {
+    const block *k = &m->blocks[l];
+    lk_tensor *b[GPT_BLOCK_TENSORS] = {
+        k->ln1w, k->ln1b, k->qkvw, k->qkvb, k->attprojw, k->attprojb,
+        k->ln2w, k->ln2b, k->fcw,  k->fcb,  k->fcprojw,  k->fcprojb};
+    memcpy(t + (size_t)l * GPT_BLOCK_TENSORS, b, sizeof b);
+  }
+  gpt_onnx_spec s = {m->L,   m->NH,  m->C,    m->maxT, m->V,
+                     m->wte, m->wpe, m->lnfw, m->lnfb, t};
+  int rc = gpt_onnx(g, &s);
+  free(t);
+  return rc ? lk_fail(m->host, rc, "%s", lk_last_error()) : 0;
+}
+
 static const lk_step_ops step_ops = {.training_step = training_step,
                                      .validation_step = validation_step,
                                      .predict_step = predict_step,
-                                     .evaluation_end = evaluation_end};
+                                     .evaluation_end = evaluation_end,
+                                     .onnx = onnx};
 static const lk_backward_ops backward_ops = {.backward = backward};
 
 LK_PLUGIN_EXPORT const lk_descriptor lk_plugin_descriptor =
