@@ -81,7 +81,7 @@ int model_scores_end(model_scores *s, lk_host *host, lk_step_result *out);
  * predict_step is its own: training_step and validation_step differ only
  * in what the forward pass keeps for backward, and evaluation_end gives
  * the scores. Defines them and step_ops. */
-#define MODEL_CLASSIFIER_STEPS(type, forward)                                  \
+#define MODEL_CLASSIFIER_STEPS(type, forward, onnx_graph)                      \
   static int training_step(void *self, const lk_batch *b,                      \
                            lk_step_result *out) {                              \
     return forward(self, b, out, true);                                        \
@@ -100,7 +100,8 @@ int model_scores_end(model_scores *s, lk_host *host, lk_step_result *out);
   static const lk_step_ops step_ops = {.training_step = training_step,         \
                                        .validation_step = validation_step,     \
                                        .predict_step = predict_step,           \
-                                       .evaluation_end = evaluation_end}
+                                       .evaluation_end = evaluation_end,       \
+                                       .onnx = onnx_graph}
 
 /* ---- the data, at create --------------------------------------------- */
 

@@ -269,3 +269,38 @@ int model_single_reserve(model_single *m, size_t n, size_t width0,
   size_t width[] = {width0, width1};
   return model_reserve(m->host, n, &m->cap, buf, width, 2);
 }
+
+/* ---- ONNX ---------------------------------------------------------------- */
+
+int model_onnx_io(lk_host *host, lk_onnx *g, size_t inputs, size_t outputs) {
+  int64_t in[2] = {-1, (int64_t)inputs}, out[2] = {-1, (int64_t)outputs};
+  int rc = lk_onnx_input(g, LK_ONNX_F32, 2, in);
+  if (rc == 0)
+    rc = lk_onnx_output(g, LK_ONNX_F32, 2, out);
+  return rc ? lk_fail(host, rc, "%s", lk_last_error()) : 0;
+}
+
+int model_onnx_dense(lk_host *host, lk_onnx *g, const char *x,
+                     const lk_tensor *w, const lk_tensor *b, model_act act,
+                     const char *out, const char **made) {
+  lk_onnx_attr trans = {.name = "transB", .type = LK_ONNX_INT, .i = 1};
+  const char *in[3] = {x, w->name, b->name};
+  /* The Gemm's output is OUT itself unless an activation follows. */
+  const char *z = act == MODEL_NONE && out ? out : lk_onnx_tmp(g, "dense");
+  const char *y = act == MODEL_NONE ? z : out ? out : lk_onnx_tmp(g, "act");
+  int rc = z && y ? 0 : LK_ENOMEM;
+  if (rc == 0)
+    rc = lk_onnx_initializer(g, NULL, w);
+  if (rc == 0)
+    rc = lk_onnx_initializer(g, NULL, b);
+  if (rc == 0)
+    rc = lk_onnx_node(g, "Gemm", in, 3, &z, 1, &trans, 1);
+  if (rc == 0 && act != MODEL_NONE)
+    rc = lk_onnx_node(g, act == MODEL_RELU ? "Relu" : "Tanh", &z, 1, &y, 1,
+                      NULL, 0);
+  if (rc != 0)
+    return lk_fail(host, rc, "%s", lk_last_error());
+  if (made)
+    *made = y;
+  return 0;
+}

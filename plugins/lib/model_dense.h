@@ -55,6 +55,19 @@ void model_act_grad(float *d, const float *a, size_t count, model_act act);
 void model_dense_grad(const float *d, const float *x, size_t n, size_t in,
                       size_t out, float alpha, float *dw, float *db);
 
+/* ---- ONNX (loopkit export FILE.onnx) ------------------------------------- */
+
+/* Declares the graph's input f32 [N, INPUTS] and output f32 [N, OUTPUTS]
+ * (N given at run time): a dense classifier's. */
+int model_onnx_io(lk_host *host, lk_onnx *g, size_t inputs, size_t outputs);
+
+/* The dense layer OUT = act(X W^T + b) as ONNX nodes: Gemm (transB), then
+ * Relu or Tanh; W and B added as initializers under their names. OUT is
+ * a new value: the caller's name, or NULL for one of G's (*MADE gets it). */
+int model_onnx_dense(lk_host *host, lk_onnx *g, const char *x,
+                     const lk_tensor *w, const lk_tensor *b, model_act act,
+                     const char *out, const char **made);
+
 /* ---- the scaffolding of a model ---------------------------------------- */
 
 /* A dense layer's parameters, as torch.nn.Linear names and shapes them:

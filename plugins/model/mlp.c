@@ -181,7 +181,21 @@ static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
   return rc;
 }
 
-MODEL_CLASSIFIER_STEPS(mlp, forward);
+/* The logits as ONNX (loopkit export FILE.onnx): a Gemm a layer, the
+ * activation between them. */
+static int onnx_graph(void *self, lk_onnx *g) {
+  mlp *m = self;
+  size_t n = m->n_layers;
+  int rc = model_onnx_io(m->host, g, m->layers[0].in, m->layers[n - 1].out);
+  const char *x = "input";
+  for (size_t l = 0; l < n && rc == 0; l++)
+    rc = model_onnx_dense(m->host, g, x, m->layers[l].w, m->layers[l].b,
+                          l + 1 < n ? m->act : MODEL_NONE,
+                          l + 1 < n ? NULL : "output", &x);
+  return rc;
+}
+
+MODEL_CLASSIFIER_STEPS(mlp, forward, onnx_graph);
 
 /* From dL/dlogits (kept by the training step, per sample) back through the
  * layers; the input layer's dL/dx is never needed. */

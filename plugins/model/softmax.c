@@ -58,7 +58,16 @@ static int predict_step(void *self, const lk_batch *b, lk_tensor *out) {
   return rc;
 }
 
-MODEL_CLASSIFIER_STEPS(softmax, forward);
+/* The logits as ONNX (loopkit export FILE.onnx): one Gemm. */
+static int onnx_graph(void *self, lk_onnx *g) {
+  softmax *m = self;
+  int rc = model_onnx_io(m->host, g, m->inputs, m->outputs);
+  return rc ? rc
+            : model_onnx_dense(m->host, g, "input", m->w, m->b, MODEL_NONE,
+                               "output", NULL);
+}
+
+MODEL_CLASSIFIER_STEPS(softmax, forward, onnx_graph);
 
 static int backward(void *self, const lk_batch *b, double scale) {
   softmax *m = self;

@@ -186,7 +186,7 @@ const cli_command cli_commands[] = {
      "its table gives an ONNX lowering; a language model over tokens takes "
      "int64 tokens [N, T] and gives the logits at every position [N, T, "
      "V], and so does gpt, T up to its block_size. It needs the model: the run directory's config.ini or CONFIG. A "
-     "model whose step cannot write ONNX (mlp, linear; a plugin built "
+     "model whose step cannot write ONNX (linear; a plugin built "
      "before ABI 1.7), or a layer without a lowering, is refused with "
      "status 2, naming it, and nothing is written. -o is also --output.",
      no_options},

@@ -12,7 +12,8 @@
 # generate --top-k 1 does, and so does gpt, from contexts shorter than its
 # block_size too; their logits after a prompt are loopkit's predict_step's
 # (tests/onnx/logits) to 1e-4. Then the refusals: a model without an onnx
-# entry, a lone checkpoint.
+# entry (linear), a lone checkpoint. The dense classifiers mlp and softmax
+# export too.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 ORT=$LK_SRCDIR/tests/onnx
 if [ ! -d "$ORT/node_modules/onnxruntime-node" ] || ! command -v node >/dev/null; then
@@ -247,27 +248,56 @@ expect 2 'an ONNX model needs the model.s config' \
   "a checkpoint outside a run directory, without CONFIG: refused (exit 2), saying why" \
   -- export "$T/lone.ckpt" -o "$T/lone.onnx"
 check "... and writes nothing" test ! -e "$T/lone.onnx"
-cat >"$T/mlp.ini" <<INI
+# The dense classifiers (the default example's mlp, softmax): Gemm a layer.
+for model in mlp softmax; do
+  cp "$T/reg_tx.npy" "$T/${model}_tx.npy"
+  cat >"$T/$model.ini" <<INI
 [loop]
-max_steps = 2
+max_steps = 4
 [plugins]
-step = mlp
+step = $model
 optimizer = sgd
 data = npy
 [npy]
 x = reg_x.npy
 y = img_y.npy
+test_x = reg_tx.npy
+test_y = img_ty.npy
+batch_size = 8
 [sgd]
 lr = 0.1
-[mlp]
-layers = 6,4,3
 INI
-"$LOOPKIT" train "$T/mlp.ini" --out "$T/mlp" --quiet >/dev/null 2>&1
-expect 2 'model mlp cannot be exported to ONNX' \
+  if [ $model = mlp ]; then
+    printf '[mlp]\nlayers = 6,5,4,3\nactivation = tanh\n' >>"$T/$model.ini"
+  else
+    printf '[softmax]\ninputs = 6\nclasses = 3\n' >>"$T/$model.ini"
+  fi
+  exported $model "$model, a dense classifier (Gemm; tanh between mlp's)" --softmax
+done
+check "... mlp's graph: f32 [N, 6] to [N, 3], its layers' weights" \
+  graph "$T/mlp.onnx" io 1 N,6 N,3 layer0.weight layer2.bias
+cat >"$T/lin.ini" <<INI
+[loop]
+max_steps = 2
+[plugins]
+step = linear
+optimizer = sgd
+data = npy
+[npy]
+x = reg_x.npy
+y = reg_y.npy
+[sgd]
+lr = 0.01
+[linear]
+inputs = 6
+outputs = 2
+INI
+"$LOOPKIT" train "$T/lin.ini" --out "$T/lin" --quiet >/dev/null 2>&1
+expect 2 'model linear cannot be exported to ONNX' \
   "a model whose step has no onnx entry: refused (exit 2), naming it" \
-  -- export "$T/mlp/checkpoints/last.ckpt" -o "$T/mlp.onnx"
-check "... and writes nothing" test ! -e "$T/mlp.onnx"
-expect 0 "wrote $T/mlp.safetensors" "... its .safetensors export is as it was" \
-  -- export "$T/mlp/checkpoints/last.ckpt" -o "$T/mlp.safetensors"
+  -- export "$T/lin/checkpoints/last.ckpt" -o "$T/lin.onnx"
+check "... and writes nothing" test ! -e "$T/lin.onnx"
+expect 0 "wrote $T/lin.safetensors" "... its .safetensors export is as it was" \
+  -- export "$T/lin/checkpoints/last.ckpt" -o "$T/lin.safetensors"
 
 finish
