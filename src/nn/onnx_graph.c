@@ -357,7 +357,7 @@ static int declare(lk_onnx *g, const char *name, unsigned field,
   lk__pb shape = {0}, tensor = {0}, tp = {0}, vi = {0};
   for (int d = 0; d < ndim; d++) {
     lk__pb dim = {0};
-    char p[8];
+    char p[16]; /* "D" and any int */
     if (dims[d] < 0)
       lk__pb_str(&dim, 2, dim_param(d, p, sizeof p));
     else
