@@ -1,7 +1,8 @@
 #!/bin/sh
 # The recurrent layers of issue 27 in a sequential net from the config: a
 # sequence classifier (lstm -> last -> linear) and a per-step one (gru,
-# bidirectional, -> linear on every step) on npy data [N, T, C] train (the
+# bidirectional, -> linear on every step) on npy data [N, T, C], and a
+# char-level language model on text (embedding -> lstm -> linear), train (the
 # loss finite and falling, the same at 1 and 2 threads) and pass
 # gradcheck, two layers and dropout included; an lstm on an image, a bad
 # hidden_size and too many parameters are config errors (exit 2) naming
@@ -68,6 +69,40 @@ check "... the same at 2 threads, bit for bit" sh -c "
 check "two layers with dropout between them train" \
   train "$T/net.ini" --out "$T/deep" --set 'sequential.layers=lstm(12, 2, dropout=0.2), last, linear(2)'
 check "... 30 finite losses, falling" falls "$T/deep"
+
+# A char-level language model (embedding -> lstm -> linear on every
+# step) on text: trains, its loss falling, and loopkit generate samples
+# from it.
+i=0
+while [ $i -lt 60 ]; do
+  echo "the quick brown fox jumps over the lazy dog $i times"
+  i=$((i + 1))
+done >"$T/corpus.txt"
+config lm <<INI
+[loop]
+max_steps = 30
+seed = 0
+[plugins]
+step = sequential
+optimizer = adam
+data = text
+[text]
+path = $T/corpus.txt
+batch_size = 8
+val_split = 0.1
+[sequential]
+layers = embedding(128, 8), lstm(32), linear(128)
+block_size = 12
+[adam]
+lr = 0.02
+INI
+check "embedding -> lstm -> linear trains as a char-level language model" \
+  train "$T/lm.ini" --out "$T/lm"
+check "... 30 finite losses, falling" falls "$T/lm"
+check "... val_ppl logged" sh -c "head -1 '$T/lm/metrics.csv' | tr , '\n' | grep -qx val_ppl"
+check "... and loopkit generate samples 5 tokens from it" \
+  sh -c "'$LOOPKIT' generate '$T/lm.ini' --ckpt '$T/lm/checkpoints/last.ckpt' --tokens 5 \
+    --prompt 'the quick brown' 2>/dev/null | wc -c | grep -qx 20"
 
 # ---- gradcheck: backward through time against central differences -------
 expect 0 '^gradcheck: passed' "gradcheck passes on lstm -> last -> linear" \
