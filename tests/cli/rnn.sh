@@ -137,11 +137,6 @@ bad 'flatten, last, linear(2)' 'layer 1 \(last\): input \[18\]; expected a seque
   "last on a flat input: exit 2 naming it"
 check "none of the refused runs wrote a run directory" test ! -e "$T/bad"
 
-expect 2 'layer 0 "lstm\(16\)": lstm cannot be exported to ONNX' \
-  "export to .onnx refuses an lstm, naming it (no lowering yet)" \
-  -- export "$T/run/checkpoints/last.ckpt" -o "$T/net.onnx"
-check "... and writes no file" test ! -e "$T/net.onnx"
-
 expect 0 'lstm\(hidden_size\), gru\(hidden_size\) .*last \(the last step\)' "inspect sequential lists them" \
   -- inspect sequential
 finish

@@ -29,4 +29,5 @@ const lk_layer_type lk__layer_gru = {
     .reserve = lk__rnn_reserve,
     .release = lk__rnn_release,
     .forward = lk__rnn_forward,
-    .backward = lk__rnn_backward};
+    .backward = lk__rnn_backward,
+    .onnx = lk__rnn_onnx};

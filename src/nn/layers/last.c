@@ -37,6 +37,27 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   return 0;
 }
 
+/* Gather of step T - 1 on axis 1 ([N, 1, C]), then Reshape to [N, C] */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  const char *idx = lk_onnx_tmp(g, "last_step");
+  const char *shape = lk_onnx_tmp(g, "last_shape");
+  const char *step = lk_onnx_tmp(g, "last_gather");
+  if (!idx || !shape || !step)
+    return LK_ENOMEM;
+  int64_t t = l->in.d[0] - 1, dims[2] = {0, l->in.d[1]};
+  int rc;
+  if ((rc = lk_onnx_const_i64(g, idx, &t, 1)) != 0 ||
+      (rc = lk_onnx_const_i64(g, shape, dims, 2)) != 0)
+    return rc;
+  const char *gi[2] = {in[0], idx}, *ri[2] = {step, shape};
+  lk_onnx_attr axis = {.name = "axis", .type = LK_ONNX_INT, .i = 1};
+  if ((rc = layer_onnx_op(g, "Gather", gi, 2, step, &axis, 1)) != 0)
+    return rc;
+  return layer_onnx_op(g, "Reshape", ri, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_last = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "last",
@@ -45,4 +66,5 @@ const lk_layer_type lk__layer_last = {
     .max_inputs = 1,
     .infer = infer,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};

@@ -224,3 +224,96 @@ int lk__rnn_backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   }
   return 0;
 }
+
+/* ---- ONNX: LSTM and GRU ------------------------------------------------ */
+
+/* ONNX's gate blocks, in torch's numbering: LSTM i, o, f, c of torch's i,
+ * f, g, o; GRU z, r, h of torch's r, z, n */
+static const int onnx_lstm_gates[4] = {0, 3, 1, 2};
+static const int onnx_gru_gates[3] = {1, 0, 2};
+
+/* The initializer of layer I's tensors at OFFSET (0 weight_ih, 1
+ * weight_hh, 2 the biases b_ih then b_hh), each direction's gate blocks
+ * in ONNX's order: [D, G H, cols] (the biases [D, 2 G H]); its name. */
+static const char *onnx_stack(const lk_layer *l, lk_onnx *g, const char *prefix,
+                              int i, int which, const char *hint) {
+  const rnn_state *s = l->state;
+  const int *perm = s->gates == 4 ? onnx_lstm_gates : onnx_gru_gates;
+  size_t H = (size_t)s->H, G = (size_t)s->gates;
+  size_t cols = which == 0   ? (i == 0 ? (size_t)s->C : (size_t)(s->D * s->H))
+                : which == 1 ? H
+                             : 1;
+  size_t halves = which == 2 ? 2 : 1, per = halves * G * H * cols;
+  float *v = malloc((size_t)s->D * per * sizeof *v);
+  char hname[96];
+  snprintf(hname, sizeof hname, "%s%s_l%d", prefix ? prefix : "", hint, i);
+  const char *name = v ? lk_onnx_tmp(g, hname) : NULL;
+  if (!v || !name) {
+    free(v);
+    lk__err(LK_ENOMEM, "out of memory");
+    return NULL;
+  }
+  for (int d = 0; d < s->D; d++)
+    for (size_t h = 0; h < halves; h++) {
+      const float *src = layer_data(l, param(l, i, d) + which + (int)h);
+      float *dst = v + (size_t)d * per + h * G * H * cols;
+      for (size_t q = 0; q < G; q++)
+        memcpy(dst + q * H * cols, src + (size_t)perm[q] * H * cols,
+               H * cols * sizeof *v);
+    }
+  lk_tensor t = {.name = name,
+                 .dtype = LK_F32,
+                 .ndim = which == 2 ? 2 : 3,
+                 .numel = (size_t)s->D * per};
+  t.shape[0] = (size_t)s->D;
+  t.shape[1] = halves * G * H;
+  t.shape[2] = cols;
+  t.data = v;
+  int rc = lk_onnx_initializer(g, name, &t);
+  free(v);
+  return rc == 0 ? name : NULL;
+}
+
+int lk__rnn_onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                 const char *out, const char *prefix) {
+  const rnn_state *s = l->state;
+  bool bias = l->args[RNN_BIAS].i;
+  const char *x = in[0];
+  const char *shape = lk_onnx_tmp(g, "rnn_shape");
+  int64_t dims[3] = {0, 0, (int64_t)s->D * s->H};
+  int rc = shape ? lk_onnx_const_i64(g, shape, dims, 3) : LK_ENOMEM;
+  for (int i = 0; rc == 0 && i < s->L; i++) {
+    const char *w = onnx_stack(l, g, prefix, i, 0, "onnx_W");
+    const char *r = w ? onnx_stack(l, g, prefix, i, 1, "onnx_R") : NULL;
+    const char *b = r && bias ? onnx_stack(l, g, prefix, i, 2, "onnx_B") : NULL;
+    const char *xt = lk_onnx_tmp(g, "rnn_xt");
+    const char *y = lk_onnx_tmp(g, s->gates == 4 ? "lstm_y" : "gru_y");
+    const char *yt = lk_onnx_tmp(g, "rnn_yt");
+    const char *o = i == s->L - 1 ? out : lk_onnx_tmp(g, "rnn_out");
+    if (!w || !r || (bias && !b) || !xt || !y || !yt || !o)
+      return LK_ENOMEM;
+    const char *ins[4] = {xt, w, r, bias ? b : ""};
+    lk_onnx_attr a[3] = {
+        {.name = "hidden_size", .type = LK_ONNX_INT, .i = s->H},
+        {.name = "direction",
+         .type = LK_ONNX_STRING,
+         .s = s->D == 2 ? "bidirectional" : "forward"},
+        {.name = "linear_before_reset", .type = LK_ONNX_INT, .i = 1}};
+    /* ONNX Runtime takes layout 0 only: X [T, N, C] in, Y [T, D, N, H]
+     * out, then [N, T, D, H] and [N, T, D H]: the directions side by side */
+    static const int64_t into[3] = {1, 0, 2}, back[4] = {2, 0, 1, 3};
+    lk_onnx_attr pin = {
+        .name = "perm", .type = LK_ONNX_INTS, .ints = into, .n = 3};
+    lk_onnx_attr pout = {
+        .name = "perm", .type = LK_ONNX_INTS, .ints = back, .n = 4};
+    const char *ry[2] = {yt, shape};
+    if ((rc = layer_onnx_op(g, "Transpose", &x, 1, xt, &pin, 1)) != 0 ||
+        (rc = lk_onnx_node(g, s->gates == 4 ? "LSTM" : "GRU", ins, bias ? 4 : 3,
+                           &y, 1, a, s->gates == 4 ? 2 : 3)) != 0 ||
+        (rc = layer_onnx_op(g, "Transpose", &y, 1, yt, &pout, 1)) != 0 ||
+        (rc = layer_onnx_op(g, "Reshape", ry, 2, o, NULL, 0)) != 0)
+      return rc;
+    x = o;
+  }
+  return rc;
+}

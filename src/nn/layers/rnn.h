@@ -47,6 +47,9 @@ int lk__rnn_reserve(lk_layer *l, size_t n);
 void lk__rnn_release(lk_layer *l);
 int lk__rnn_forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
                     int n, bool training, lk_rng *rng);
+/* the layer as ONNX LSTM or GRU nodes, one a layer */
+int lk__rnn_onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                 const char *out, const char *prefix);
 int lk__rnn_backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                      const float *const *x, const float *y, int n);
 
