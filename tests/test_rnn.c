@@ -6,8 +6,8 @@
  * gradient and every parameter's gradient to 1e-5 relative; the same bits
  * at 1, 2 and 3 threads on a batch and a state large enough to be cut
  * among them; gradients that add to what they hold; the configurations a
- * layer cannot hold refused naming the argument; and `last`, the last
- * step of a sequence. */
+ * layer cannot hold refused naming the argument; dropout between layers
+ * in training only; and `last`, the last step of a sequence. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -302,6 +302,49 @@ static void threads(void **state) {
   }
 }
 
+/* dropout between layers: in training only (evaluation: dropout = 0's
+ * output, bit for bit), and then it changes the output, and the backward
+ * goes through it (the input's gradient differs from dropout = 0's) */
+static void dropout(void **state) {
+  (void)state;
+  const int n = 4, T = 5, C = 3;
+  net m[2];
+  const char *texts[2] = {"lstm(6,2,dropout=0.5)", "lstm(6,2)"};
+  uint32_t s = 3;
+  float x[4 * 5 * 3], dy[4 * 5 * 6], y[2][4 * 5 * 6], ye[2][4 * 5 * 6];
+  float dx[2][4 * 5 * 3] = {{0}};
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+    x[i] = noise(&s);
+  for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
+    dy[i] = noise(&s);
+  lk_nn *nn = NULL;
+  assert_int_equal(lk_nn_create(&nn, 1, 0), 0);
+  for (int r = 0; r < 2; r++) {
+    make(&m[r], texts[r], T, C, n);
+    uint32_t ps = 5;
+    for (int j = 0; j < m[r].l.n_t; j++)
+      for (size_t i = 0; i < m[r].t[j].numel; i++)
+        ((float *)m[r].t[j].data)[i] = 0.5f * noise(&ps);
+    const float *xs[1] = {x};
+    float *dxs[1] = {dx[r]};
+    lk_rng rng;
+    lk_rng_seed(&rng, 1, 0);
+    assert_int_equal(
+        m[r].l.type->forward(&m[r].l, nn, ye[r], xs, n, false, NULL), 0);
+    assert_int_equal(m[r].l.type->forward(&m[r].l, nn, y[r], xs, n, true, &rng),
+                     0);
+    assert_int_equal(m[r].l.type->backward(&m[r].l, nn, dxs, dy, xs, y[r], n),
+                     0);
+  }
+  assert_memory_equal(ye[0], ye[1], sizeof ye[0]);
+  assert_memory_equal(ye[1], y[1], sizeof y[1]);
+  assert_true(memcmp(y[0], y[1], sizeof y[0]) != 0);
+  assert_true(memcmp(dx[0], dx[1], sizeof dx[0]) != 0);
+  for (int r = 0; r < 2; r++)
+    unmake(&m[r]);
+  lk_nn_free(nn);
+}
+
 /* what a layer cannot be: each refused with a message naming the cause */
 static void refused(void **state) {
   (void)state;
@@ -361,7 +404,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(coverage), cmocka_unit_test(against_torch),
       cmocka_unit_test(threads),  cmocka_unit_test(refused),
-      cmocka_unit_test(last),
+      cmocka_unit_test(last),     cmocka_unit_test(dropout),
   };
   return cmocka_run_group_tests(tests, load_refs, free_refs);
 }
