@@ -345,6 +345,34 @@ static void dropout(void **state) {
   lk_nn_free(nn);
 }
 
+/* the kernels' checks: NULL arrays and sizes refused, naming the kernel */
+static void kernel_checks(void **state) {
+  (void)state;
+  lk_nn *nn = NULL;
+  assert_int_equal(lk_nn_create(&nn, 1, 0), 0);
+  float a[64] = {0};
+  assert_int_equal(lk_nn_lstm_forward(nn, a, 2, a, a, a, a, a, NULL, NULL, 1, 1,
+                                      1, 2, false),
+                   0);
+  assert_int_equal(lk_nn_lstm_forward(nn, a, 1, a, a, a, a, a, NULL, NULL, 1, 1,
+                                      1, 2, false),
+                   LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "lstm: sizes"));
+  assert_int_equal(lk_nn_gru_forward(nn, NULL, 2, a, a, a, a, a, NULL, NULL, 1,
+                                     1, 1, 2, false),
+                   LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "gru: h is NULL"));
+  assert_int_equal(lk_nn_gru_backward(nn, NULL, NULL, NULL, NULL, NULL, a, 2, a,
+                                      a, a, a, a, a, 0, 1, 1, 2, false),
+                   LK_EINVAL);
+  assert_int_equal(lk_nn_lstm_backward(nn, NULL, NULL, NULL, NULL, NULL, a, 2,
+                                       a, a, a, a, a, a, 65536, 65536, 1, 2,
+                                       false),
+                   LK_EINVAL);
+  assert_non_null(strstr(lk_last_error(), "too large"));
+  lk_nn_free(nn);
+}
+
 /* what a layer cannot be: each refused with a message naming the cause */
 static void refused(void **state) {
   (void)state;
@@ -402,9 +430,10 @@ static void last(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(coverage), cmocka_unit_test(against_torch),
-      cmocka_unit_test(threads),  cmocka_unit_test(refused),
-      cmocka_unit_test(last),     cmocka_unit_test(dropout),
+      cmocka_unit_test(coverage),      cmocka_unit_test(against_torch),
+      cmocka_unit_test(threads),       cmocka_unit_test(refused),
+      cmocka_unit_test(last),          cmocka_unit_test(dropout),
+      cmocka_unit_test(kernel_checks),
   };
   return cmocka_run_group_tests(tests, load_refs, free_refs);
 }
