@@ -345,6 +345,44 @@ static void dropout(void **state) {
   lk_nn_free(nn);
 }
 
+/* a net's first layer gets no input gradient (dx NULL): the parameters'
+ * gradients are those of a backward that computes it, bit for bit */
+static void no_dx(void **state) {
+  (void)state;
+  const char *texts[] = {"lstm(4)", "gru(4,2)", "lstm(3,bidirectional=true)"};
+  const int n = 3, T = 4, C = 2;
+  for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+    net m[2];
+    float x[3 * 4 * 2], dy[3 * 4 * 8], y[3 * 4 * 8], dx[3 * 4 * 2] = {0};
+    uint32_t s = 9;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+      x[i] = noise(&s);
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
+      dy[i] = noise(&s);
+    lk_nn *nn = NULL;
+    assert_int_equal(lk_nn_create(&nn, 1, 0), 0);
+    for (int r = 0; r < 2; r++) {
+      make(&m[r], texts[k], T, C, n);
+      uint32_t ps = 5;
+      for (int j = 0; j < m[r].l.n_t; j++)
+        for (size_t i = 0; i < m[r].t[j].numel; i++)
+          ((float *)m[r].t[j].data)[i] = 0.5f * noise(&ps);
+      const float *xs[1] = {x};
+      float *dxs[1] = {r ? NULL : dx};
+      assert_int_equal(m[r].l.type->forward(&m[r].l, nn, y, xs, n, true, NULL),
+                       0);
+      assert_int_equal(m[r].l.type->backward(&m[r].l, nn, dxs, dy, xs, y, n),
+                       0);
+    }
+    for (int j = 0; j < m[0].l.n_t; j++)
+      assert_memory_equal(m[0].t[j].grad, m[1].t[j].grad,
+                          m[0].t[j].numel * sizeof(float));
+    for (int r = 0; r < 2; r++)
+      unmake(&m[r]);
+    lk_nn_free(nn);
+  }
+}
+
 /* the kernels' checks: NULL arrays and sizes refused, naming the kernel */
 static void kernel_checks(void **state) {
   (void)state;
@@ -433,7 +471,7 @@ int main(void) {
       cmocka_unit_test(coverage),      cmocka_unit_test(against_torch),
       cmocka_unit_test(threads),       cmocka_unit_test(refused),
       cmocka_unit_test(last),          cmocka_unit_test(dropout),
-      cmocka_unit_test(kernel_checks),
+      cmocka_unit_test(kernel_checks), cmocka_unit_test(no_dx),
   };
   return cmocka_run_group_tests(tests, load_refs, free_refs);
 }

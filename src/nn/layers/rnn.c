@@ -96,29 +96,37 @@ void lk__rnn_release(lk_layer *l) {
   s->cap = 0;
 }
 
-/* N floats, or NULL for none */
-static int alloc(void **p, size_t n, size_t size) {
-  *p = NULL;
-  if (n == 0)
-    return 0;
-  size_t bytes = n > SIZE_MAX / size ? SIZE_MAX : n * size;
-  return bytes != SIZE_MAX && (*p = malloc(bytes)) ? 0 : -1;
+/* A * B, SIZE_MAX when it does not fit (then no allocation can hold it) */
+static size_t mul(size_t a, size_t b) {
+  size_t p;
+  return lk_size_mul(a, b, &p) ? p : SIZE_MAX;
+}
+
+/* N values of SIZE bytes (NULL for none); *FAILED set when it cannot */
+static void *alloc(size_t n, size_t size, bool *failed) {
+  size_t bytes = mul(n, size);
+  void *p = n && bytes != SIZE_MAX ? malloc(bytes) : NULL;
+  if (n && !p)
+    *failed = true;
+  return p;
 }
 
 int lk__rnn_reserve(lk_layer *l, size_t n) {
   rnn_state *s = l->state;
   lk__rnn_release(l);
-  size_t seq = n * (size_t)s->T, dh = (size_t)(s->D * s->H);
-  size_t wide = (size_t)s->C > dh ? (size_t)s->C : dh;
-  size_t below = (size_t)(s->L - 1) * seq * dh;
-  size_t dirs = (size_t)(s->L * s->D) * seq;
-  if (alloc((void **)&s->outs, below, sizeof(float)) ||
-      alloc((void **)&s->drops, below, sizeof(float)) ||
-      alloc((void **)&s->mask, below, 1) ||
-      alloc((void **)&s->cache, dirs * (size_t)s->gates * (size_t)s->H,
-            sizeof(float)) ||
-      alloc((void **)&s->cells, dirs * (size_t)s->H, sizeof(float)) ||
-      alloc((void **)&s->grad, 2 * seq * wide, sizeof(float))) {
+  size_t seq = mul(n, (size_t)s->T), dh = (size_t)(s->D * s->H);
+  size_t below = mul(mul((size_t)(s->L - 1), seq), dh);
+  size_t dirs = mul((size_t)(s->L * s->D), seq);
+  bool failed = false;
+  s->outs = alloc(below, sizeof(float), &failed);
+  s->drops = alloc(below, sizeof(float), &failed);
+  s->mask = alloc(below, 1, &failed);
+  s->cache =
+      alloc(mul(dirs, (size_t)s->gates * (size_t)s->H), sizeof(float), &failed);
+  s->cells = alloc(mul(dirs, (size_t)s->H), sizeof(float), &failed);
+  /* the gradients of the outputs below the last: two [n, T, D H] */
+  s->grad = alloc(s->L > 1 ? mul(2, mul(seq, dh)) : 0, sizeof(float), &failed);
+  if (failed) {
     lk__rnn_release(l);
     return lk__err(LK_ENOMEM, "out of memory");
   }
@@ -180,10 +188,11 @@ int lk__rnn_backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
   rnn_state *s = l->state;
   float p = (float)l->args[RNN_DROPOUT].r;
   size_t dh = (size_t)(s->D * s->H), seq = s->cap * (size_t)s->T;
-  size_t wide = (size_t)s->C > dh ? (size_t)s->C : dh,
-         values = (size_t)n * s->T;
+  size_t values = (size_t)n * s->T;
   bool bias = l->args[RNN_BIAS].i;
-  float *ga = s->grad, *gb = s->grad + seq * wide;
+  /* ga: the gradient of a lower layer's output (its input's for the one
+   * above); gb: it through the dropout, that layer's dh */
+  float *ga = s->grad, *gb = s->grad ? s->grad + seq * dh : NULL;
   const float *dcur = dy;
   for (int i = s->L - 1; i >= 0; i--) {
     const float *out = i == s->L - 1 ? y : s->outs + (size_t)i * seq * dh;
@@ -192,7 +201,7 @@ int lk__rnn_backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                                    : s->outs + (size_t)(i - 1) * seq * dh;
     int c = i == 0 ? s->C : (int)dh;
     float *din = i == 0 ? dx[0] : ga;
-    if (din == ga)
+    if (i > 0)
       memset(ga, 0, values * dh * sizeof(float));
     for (int d = 0; d < s->D; d++) {
       int k = param(l, i, d), rc;

@@ -35,7 +35,7 @@ typedef struct rnn_state {
   uint8_t *mask; /* [L - 1][cap, T, D H] */
   float *cache;  /* [L][D][cap, T, G H]: the gates */
   float *cells;  /* [L][D][cap, T, H]: the cells (LSTM), W_hn h + b_hn */
-  float *grad;   /* [2][cap, T, max(C, D H)]: gradients between layers */
+  float *grad;   /* [2][cap, T, D H]: gradients between layers (L > 1) */
 } rnn_state;
 
 extern const lk_layer_arg lk__rnn_args[];
