@@ -22,9 +22,10 @@ static void registry(void **state) {
       "layernorm",   "relu",      "gelu",       "tanh",        "sigmoid",
       "dropout",     "flatten",   "linear",     "embedding",   "silu",
       "leakyrelu",   "elu",       "softplus",   "mish",        "hardswish",
-      "hardsigmoid", "softmax",   "logsoftmax", "identity"};
-  assert_int_equal(lk_layer_count(), 24);
-  for (size_t i = 0; i < 24; i++) {
+      "hardsigmoid", "softmax",   "logsoftmax", "identity",    "lstm",
+      "gru",         "last"};
+  assert_int_equal(lk_layer_count(), 27);
+  for (size_t i = 0; i < 27; i++) {
     const lk_layer_type *t = lk_layer_at(i);
     assert_non_null(t);
     assert_string_equal(t->name, names[i]);
@@ -32,7 +33,7 @@ static void registry(void **state) {
     assert_ptr_equal(lk_layer_find(names[i], strlen(names[i])), t);
     assert_true(t->forward != NULL || (t->flags & LK_LAYER_VIEW));
   }
-  assert_null(lk_layer_at(24));
+  assert_null(lk_layer_at(27));
   /* torch's class names, any case */
   assert_ptr_equal(lk_layer_find("Conv2d", 6), lk_layer_at(0));
   assert_ptr_equal(lk_layer_find("BATCHNORM1D", 11), lk_layer_at(4));
@@ -42,10 +43,13 @@ static void registry(void **state) {
   assert_null(lk_layer_find("swish", 5));
   assert_null(lk_layer_find("conv", 4));
   assert_null(lk_layer_find(NULL, 0));
-  /* training and evaluation differ for dropout and the batch norms only */
-  for (size_t i = 0; i < 24; i++) {
+  /* training and evaluation differ for dropout, the batch norms and the
+   * recurrent layers (their dropout between layers) only */
+  for (size_t i = 0; i < 27; i++) {
     const lk_layer_type *t = lk_layer_at(i);
-    bool differs = !strcmp(t->name, "dropout") || !strncmp(t->name, "batch", 5);
+    bool differs = !strcmp(t->name, "dropout") ||
+                   !strncmp(t->name, "batch", 5) || !strcmp(t->name, "lstm") ||
+                   !strcmp(t->name, "gru");
     assert_int_equal(!!(t->flags & LK_LAYER_TRAIN_DIFFERS), differs);
   }
 }

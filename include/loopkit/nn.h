@@ -322,6 +322,48 @@ LK_API int lk_nn_log_softmax_backward(lk_nn *nn, float *dinp,
                                       const float *dout, const float *out,
                                       int outer, int D, int inner);
 
+/* ---- recurrent: nn.LSTM, nn.GRU (batch_first) ---------------------------- */
+
+/* Since ABI 1.7: one direction of one layer of torch's nn.LSTM (gates i,
+ * f, g, o) and nn.GRU (gates r, z, n; n = tanh(W_in x + b_in + r (W_hn h
+ * + b_hn))), from zero initial states, over x [N, T, C] (REVERSE: from
+ * step T - 1 down to 0, the _reverse half of a bidirectional layer).
+ * w_ih [G H, C], w_hh [G H, H], b_ih and b_hh [G H] or NULL (G = 4 for
+ * the LSTM, 3 for the GRU), torch's parameters. h [N, T, LDH] receives
+ * h_t in its first H columns (LDH >= H: a bidirectional layer's output
+ * [N, T, 2H] is h with LDH = 2H, and h + H for the reverse half).
+ * What backward needs: gates [N, T, G H] receives the gates' activations,
+ * and cell [N, T, H] the LSTM's c_t, hn [N, T, H] the GRU's W_hn h + b_hn.
+ * The input's projection for all steps is one product; the recurrent one
+ * is done per step, cut into blocks of batch rows and hidden units whose
+ * number depends on the sizes only: the same bits at any thread count. */
+LK_API int lk_nn_lstm_forward(lk_nn *nn, float *h, int ldh, float *gates,
+                              float *cell, const float *x, const float *w_ih,
+                              const float *w_hh, const float *b_ih,
+                              const float *b_hh, int N, int T, int C, int H,
+                              bool reverse);
+/* Backward through time from dh [N, T, LDH] (the output's gradient, as h):
+ * dx [N, T, C] (NULL: not needed), dw_ih, dw_hh, db_ih, db_hh (NULL: not
+ * needed) += theirs; x, h, gates and cell as the forward left them. */
+LK_API int lk_nn_lstm_backward(lk_nn *nn, float *dx, float *dw_ih,
+                               float *dw_hh, float *db_ih, float *db_hh,
+                               const float *dh, int ldh, const float *x,
+                               const float *h, const float *gates,
+                               const float *cell, const float *w_ih,
+                               const float *w_hh, int N, int T, int C, int H,
+                               bool reverse);
+LK_API int lk_nn_gru_forward(lk_nn *nn, float *h, int ldh, float *gates,
+                             float *hn, const float *x, const float *w_ih,
+                             const float *w_hh, const float *b_ih,
+                             const float *b_hh, int N, int T, int C, int H,
+                             bool reverse);
+LK_API int lk_nn_gru_backward(lk_nn *nn, float *dx, float *dw_ih, float *dw_hh,
+                              float *db_ih, float *db_hh, const float *dh,
+                              int ldh, const float *x, const float *h,
+                              const float *gates, const float *hn,
+                              const float *w_ih, const float *w_hh, int N,
+                              int T, int C, int H, bool reverse);
+
 /* ---- dropout: nn.Dropout ------------------------------------------------- */
 
 /* Inverted dropout: in training each value is kept with probability 1 - p
