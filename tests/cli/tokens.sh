@@ -1,7 +1,8 @@
 #!/bin/sh
 # Token inputs (issue 27 item 3): embedding(num_embeddings, embedding_dim,
 # padding_idx) first in a sequential net, fed by the text plugin (bytes,
-# i32 [T]); padding_idx as torch's: its row starts at zero and is never
+# i32 [T]) and by npy (int64, int32 or uint8 x with tokens = N, each
+# checked in [0, N) naming the file and index); padding_idx as torch's: its row starts at zero and is never
 # trained (its gradient zero), negative counted from num_embeddings, out
 # of range refused; a float sample reaching an embedding is a config
 # error naming the layer and the data.
@@ -68,5 +69,29 @@ INI
 expect 2 'layer 0 \(embedding\): takes tokens, i32 \[T\], as the first layer; the data.s samples are f32 \[6\], not tokens' \
   "float samples into an embedding: a config error (exit 2) naming the layer and the data's samples" \
   -- train "$T/f.ini" --out "$T/f" --quiet
+
+# ---- npy: integer x as tokens (tokens = N) ----
+NPY="$LK_SRCDIR/tests/onnx/npy.py"
+python3 "$NPY" "$T/t8.npy" i8 24,6 int:10 1
+python3 "$NPY" "$T/t4.npy" i4 24,6 int:10 1
+python3 "$NPY" "$T/t11.npy" i8 24,6 int:11 1
+expect 0 'trained 2 steps' "npy, int64 x and tokens = 10: embedding(10, 4) trains on them" \
+  -- train "$T/f.ini" --out "$T/t8" --quiet --set npy.x=t8.npy --set npy.tokens=10
+expect 0 'trained 2 steps' "... int32 x of the same values" \
+  -- train "$T/f.ini" --out "$T/t4" --quiet --set npy.x=t4.npy --set npy.tokens=10
+check "... the same run: the same checkpoint values" \
+  sh -c "'$LOOPKIT' dump '$T/t8/checkpoints/last.ckpt' >'$T/a' && '$LOOPKIT' dump '$T/t4/checkpoints/last.ckpt' >'$T/b' && cmp -s '$T/a' '$T/b'"
+expect 2 "t11.npy: x\\[[0-9]+, [0-9]\\] = 10, but tokens = 10: tokens are in \\[0, 10\\)" \
+  "a token out of [0, tokens): refused at create (exit 2), naming the file and the index" \
+  -- train "$T/f.ini" --out "$T/t11" --quiet --set npy.x=t11.npy --set npy.tokens=10
+expect 2 "tokens = 10, but $T/x.npy holds float32: tokens are integers" \
+  "tokens = 10 with float32 x: refused (exit 2), naming the file" \
+  -- train "$T/f.ini" --out "$T/tf" --quiet --set npy.tokens=10
+expect 2 "the data.s samples are tokens, i32 \\[6\\]: the first layer must be embedding" \
+  "tokens into a net without an embedding first: refused (exit 2)" \
+  -- train "$T/f.ini" --out "$T/tl" --quiet --set npy.x=t8.npy --set npy.tokens=10 \
+  --set "sequential.layers=flatten, linear(3)"
+expect 0 'trained 2 steps' "without tokens, the int64 x are features, f32, as before (a linear first)" \
+  -- train "$T/f.ini" --out "$T/tl" --quiet --set npy.x=t8.npy --set "sequential.layers=flatten, linear(3)"
 
 finish
