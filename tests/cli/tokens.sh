@@ -5,7 +5,10 @@
 # checked in [0, N) naming the file and index); padding_idx as torch's: its row starts at zero and is never
 # trained (its gradient zero), negative counted from num_embeddings, out
 # of range refused; a float sample reaching an embedding is a config
-# error naming the layer and the data.
+# error naming the layer and the data. One SGD step of an embedding with
+# padding_idx on npy tokens equals torch's (tests/data/embedding_padding,
+# from tests/torch/embedding_padding_reference.py), the padding row, loaded
+# nonzero from init, used in the forward and left as it was.
 . "$LK_SRCDIR/tests/cli/lib.sh"
 cd "$T" || exit 1
 
@@ -93,5 +96,36 @@ expect 2 "the data.s samples are tokens, i32 \\[6\\]: the first layer must be em
   --set "sequential.layers=flatten, linear(3)"
 expect 0 'trained 2 steps' "without tokens, the int64 x are features, f32, as before (a linear first)" \
   -- train "$T/f.ini" --out "$T/tl" --quiet --set npy.x=t8.npy --set "sequential.layers=flatten, linear(3)"
+
+# ---- torch's step, padding_idx included (the padding row loaded nonzero) ----
+R="$LK_SRCDIR/tests/data/embedding_padding"
+config ref <<INI
+[loop]
+max_steps = 1
+[plugins]
+step = sequential
+optimizer = sgd
+data = npy
+[npy]
+x = $R/x.npy
+y = $R/y.npy
+tokens = 10
+batch_size = 8
+shuffle = false
+[sgd]
+lr = 0.5
+[sequential]
+layers = $(sed -n 's/^layers //p' "$R/reference.txt")
+init = $R/init.safetensors
+INI
+expect 0 "last loss $(sed -n 's/^loss\[0\] //p' "$R/reference.txt")" \
+  "npy tokens into embedding(10, 4, padding_idx=2), flatten, linear(3), one SGD step: torch's loss" \
+  -- train "$T/ref.ini" --out "$T/ref" --quiet
+"$LOOPKIT" dump "$T/ref/checkpoints/last.ckpt" >"$T/got.txt"
+check "... and torch's parameters after it, to 1e-6 (the padding row unchanged)" \
+  awk 'NR == FNR { if ($1 != "layers" && $1 !~ /^loss/) { w[$1] = $2; n++ } next }
+    ($1 in w) { d = $2 - w[$1]; d = d < 0 ? -d : d; if (d > m) m = d; got++ }
+    END { printf "# %d of %d values, largest difference %g\n", got, n, m; exit !(got == n && n == 115 && m <= 1e-6) }' \
+  "$R/reference.txt" "$T/got.txt"
 
 finish
