@@ -2,8 +2,7 @@
 # loopkit export CKPT -o FILE.onnx (issue 28 items 1 and 2): small
 # sequential nets, trained for a few steps on generated .npy data, covering
 # every built-in layer (and its variants: no bias, no affine, a 2-D
-# linear, a flatten of some dimensions, a ReLU fused into max-pool; each
-# activation in a net of its own), both
+# linear, a flatten of some dimensions, a ReLU fused into max-pool), both
 # joins (add, cat) inside nested blocks, a regression, are exported;
 # Debian's onnx checker (full_check) passes on each file, and ONNX Runtime
 # (npm's onnxruntime-node, tests/onnx/run.js) gives on the test split what
@@ -131,23 +130,6 @@ layers = @in, conv2d(4, 3, padding=1, bias=false), batchnorm2d(affine=false), re
 [outer]
 layers = res, sigmoid, res"
 exported branch "add and cat in nested blocks, conv2d and linear without bias, batch norm without affine, dropout, a linear over [C, L], batchnorm1d over [C, L], layernorm without affine" --softmax
-
-# ---- the activations, each lowered from ONNX ops when opset 17 has no
-# operator of its own (silu, softplus's beta and threshold, mish): each in
-# a regression of its own, first, on N(0, 1) data of both signs (softplus
-# takes its threshold rule there), its outputs compared as they are (a
-# deep net of them all squashes the differences below 1e-4) ----
-data imgr f4 2,4,4 normal f4 ",2" normal
-k=0
-for act in silu "leakyrelu(0.2)" "elu(0.5)" "softplus(2, 1)" mish hardswish \
-  hardsigmoid "softmax(1)" "logsoftmax(-2)" "identity, flatten, linear(2), identity"; do
-  k=$((k + 1))
-  case $act in
-  identity*) net act$k imgr "$act" "loss = mse" ;;
-  *) net act$k imgr "$act, flatten, linear(2)" "loss = mse" ;;
-  esac
-  exported act$k "$act (then flatten, linear), a regression"
-done
 
 # ---- a regression: its outputs as they are ----
 data reg f4 6 normal f4 ",2" normal
@@ -287,5 +269,31 @@ expect 2 'model mlp cannot be exported to ONNX' \
 check "... and writes nothing" test ! -e "$T/mlp.onnx"
 expect 0 "wrote $T/mlp.safetensors" "... its .safetensors export is as it was" \
   -- export "$T/mlp/checkpoints/last.ckpt" -o "$T/mlp.safetensors"
+
+# ---- the activations, each lowered from ONNX ops when opset 17 has no
+# operator of its own (silu, softplus's beta and threshold, mish): each in
+# a regression of its own, first, on N(0, 1) data of both signs (softplus
+# takes its threshold rule there), its outputs compared as they are (a
+# deep net of them all squashes the differences below 1e-4) ----
+data imgr f4 2,4,4 normal f4 ",2" normal
+k=0
+for act in silu "leakyrelu(0.2)" "elu(0.5)" "softplus(2, 1)" mish hardswish \
+  hardsigmoid "softmax(1)" "logsoftmax(-2)" "identity, flatten, linear(2), identity"; do
+  k=$((k + 1))
+  case $act in
+  identity*) layers=$act ;;
+  *) layers="$act, flatten, linear(2)" ;;
+  esac
+  net act$k imgr "$layers" "loss = mse"
+  exported act$k "$layers, a regression"
+done
+
+# ---- npy's tokens (int64 x, tokens = 10) into an embedding with
+# padding_idx: int64 in ONNX too ----
+data tok i8 6 int:10 i8 "" int:3
+net tok tok "embedding(10, 4, padding_idx=2), flatten, linear(3)"
+sed -i 's/^batch_size = 8$/batch_size = 8\ntokens = 10/' "$T/tok.ini"
+exported tok "npy tokens (int64 x, tokens = 10) into embedding(10, 4, padding_idx=2), flatten, linear" --softmax
+check "... its input int64 [N, 6]" graph "$T/tok.onnx" io 7 N,6 N,3 0.weight
 
 finish
