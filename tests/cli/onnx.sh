@@ -300,4 +300,30 @@ check "... and writes nothing" test ! -e "$T/lin.onnx"
 expect 0 "wrote $T/lin.safetensors" "... its .safetensors export is as it was" \
   -- export "$T/lin/checkpoints/last.ckpt" -o "$T/lin.safetensors"
 
+# ---- the activations, each lowered from ONNX ops when opset 17 has no
+# operator of its own (silu, softplus's beta and threshold, mish): each in
+# a regression of its own, first, on N(0, 1) data of both signs (softplus
+# takes its threshold rule there), its outputs compared as they are (a
+# deep net of them all squashes the differences below 1e-4) ----
+data imgr f4 2,4,4 normal f4 ",2" normal
+k=0
+for act in silu "leakyrelu(0.2)" "elu(0.5)" "softplus(2, 1)" mish hardswish \
+  hardsigmoid "softmax(1)" "logsoftmax(-2)" "identity, flatten, linear(2), identity"; do
+  k=$((k + 1))
+  case $act in
+  identity*) layers=$act ;;
+  *) layers="$act, flatten, linear(2)" ;;
+  esac
+  net act$k imgr "$layers" "loss = mse"
+  exported act$k "$layers, a regression"
+done
+
+# ---- npy's tokens (int64 x, tokens = 10) into an embedding with
+# padding_idx: int64 in ONNX too ----
+data tok i8 6 int:10 i8 "" int:3
+net tok tok "embedding(10, 4, padding_idx=2), flatten, linear(3)"
+sed -i 's/^batch_size = 8$/batch_size = 8\ntokens = 10/' "$T/tok.ini"
+exported tok "npy tokens (int64 x, tokens = 10) into embedding(10, 4, padding_idx=2), flatten, linear" --softmax
+check "... its input int64 [N, 6]" graph "$T/tok.onnx" io 7 N,6 N,3 0.weight
+
 finish

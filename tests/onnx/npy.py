@@ -1,6 +1,6 @@
 """npy.py: a small .npy array for tests/cli/onnx.sh, without numpy.
 
-    python3 npy.py OUT.npy f4|i8 D0,D1,... normal|int:K SEED
+    python3 npy.py OUT.npy f4|i8|i4 D0,D1,... normal|int:K SEED
 
 normal: N(0, 1) values; int:K: whole numbers in [0, K) (class labels,
 tokens). Little-endian, C order; deterministic in SEED."""
@@ -20,7 +20,7 @@ def main(out, dtype, shape, kind, seed):
     else:
         k = int(kind.split(':')[1])
         values = [rng.randrange(k) for _ in range(count)]
-    code = {'f4': 'f', 'i8': 'q'}[dtype]
+    code = {'f4': 'f', 'i8': 'q', 'i4': 'i'}[dtype]
     header = "{'descr': '<%s', 'fortran_order': False, 'shape': (%s), }" % (
         dtype, ''.join('%d, ' % d for d in dims))
     header += ' ' * (63 - (10 + len(header)) % 64) + '\n'

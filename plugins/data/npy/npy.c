@@ -12,7 +12,9 @@
  * into memory, once. Labels (y of integers) are checked at create, the
  * values of x as batches read them (a data set larger than memory is not
  * read through at create), unless normalize needs statistics, which take
- * a pass over the training part at create.
+ * a pass over the training part at create. With tokens = N, x of integers
+ * (int32, int64, uint8) holds tokens for an embedding, handed out as i32
+ * [T], each checked at create to lie in [0, N).
  *
  * The headers and the zip directory are parsed by npy_format.c, which
  * fuzz/fuzz_npy.c and tests/test_npy.c call directly. */
@@ -72,6 +74,7 @@ typedef struct npy_set {
   bool div255;         /* normalize = scale of uint8 x: x / 255, as idx */
   double *norm_a;      /* [2 * features]: min or mean, then the factor */
   const char *x_shape; /* the option: the declared sample shape */
+  int64_t tokens;      /* the option: x holds tokens in [0, tokens); 0: no */
 } npy_set;
 
 static void npy_destroy(void *self) {
@@ -722,6 +725,41 @@ static int npy_stats(npy_set *s) {
   return 0;
 }
 
+/* Tokens = N: x of integers, one dimension per sample, never normalized;
+ * the tokens of the first COUNT samples of pair K in [0, N). */
+static int check_tokens(npy_set *s, int k, size_t count) {
+  const npy_array *x = &s->pair[k].x;
+  char at[160];
+  if (k == 0 && x->h.type != NPY_U1 && x->h.type != NPY_I4 &&
+      x->h.type != NPY_I8)
+    return lk_fail(s->d.host, LK_ECONFIG,
+                   "tokens = %lld, but %s holds %s: tokens are integers "
+                   "(int32, int64 or uint8)",
+                   (long long)s->tokens, x->file,
+                   x->h.type == NPY_F4 ? "float32" : "float64");
+  if (k == 0 && s->d.x_ndim != 1)
+    return lk_fail(s->d.host, LK_ECONFIG,
+                   "tokens = %lld, but %s's samples have %zu dimensions: a "
+                   "sample of tokens is one sequence, [T]",
+                   (long long)s->tokens, x->file, s->d.x_ndim);
+  if (k == 0 && s->norm != DATA_NORM_NONE)
+    return lk_fail(s->d.host, LK_ECONFIG,
+                   "tokens = %lld: tokens are not normalized (normalize = "
+                   "none or auto)",
+                   (long long)s->tokens);
+  uint64_t n = (uint64_t)count * x->sample;
+  for (uint64_t i = 0; i < n; i++) {
+    int64_t v = int_at(x, i);
+    if (v < 0 || v >= s->tokens)
+      return lk_fail(s->d.host, LK_EFORMAT,
+                     "%s: %s = %lld, but tokens = %lld: tokens are in "
+                     "[0, %lld) (the embedding's num_embeddings)",
+                     x->file, index_text(x, i, at, sizeof at), (long long)v,
+                     (long long)s->tokens, (long long)s->tokens);
+  }
+  return 0;
+}
+
 /* The splits, as data_setup makes them (the same rows for the same
  * options and seed), but for the validation and test files; then the
  * labels or targets in use are checked and the statistics taken. */
@@ -752,6 +790,12 @@ static int npy_setup(npy_set *s) {
   s->source[LK_SPLIT_TEST] = tp->present ? 2 : 0;
   rc = data_splits(d, n, n_val, n_test, vp->present ? vp->x.n : 0,
                    tp->present ? tp->x.n : 0);
+  if (rc != 0)
+    return rc;
+
+  for (int k = 0; rc == 0 && s->tokens && k < 3; k++)
+    if (s->pair[k].present)
+      rc = check_tokens(s, k, k ? s->pair[k].x.n : n);
   if (rc != 0)
     return rc;
 
@@ -788,7 +832,7 @@ static int npy_setup(npy_set *s) {
  * npy_open found: scale divides uint8 by 255, as idx does, and takes the
  * minimum and maximum of other types. */
 static void set_normalize(npy_set *s, const char *norm) {
-  bool u8 = s->pair[0].x.h.type == NPY_U1;
+  bool u8 = s->pair[0].x.h.type == NPY_U1 && !s->tokens; /* auto: none */
   bool scale = strcmp(norm, "scale") == 0 || (strcmp(norm, "auto") == 0 && u8);
   s->div255 = scale && u8;
   s->norm = strcmp(norm, "standard") == 0 ? DATA_NORM_STANDARD
@@ -808,7 +852,11 @@ static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
   if (rc != 0)
     return rc;
   const npy_pair *src = &s->pair[s->source[split]];
-  for (size_t i = 0; rc == 0 && i < size; i++)
+  int32_t *tok = (int32_t *)(void *)d->bx; /* as many 4-byte values */
+  for (size_t i = 0; s->tokens && i < size; i++)
+    for (size_t j = 0; j < f; j++) /* checked at create */
+      tok[i * f + j] = (int32_t)int_at(&src->x, (uint64_t)rows[i] * f + j);
+  for (size_t i = 0; rc == 0 && !s->tokens && i < size; i++)
     rc = read_sample(s, &src->x, rows[i], d->bx + i * f, false);
   if (rc != 0)
     return rc;
@@ -824,7 +872,7 @@ static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
             (float)value_at(y, (uint64_t)rows[i] * w + j);
   *out = data_batch_of(
       split, d->epoch[split], index,
-      data_tensor("x", LK_F32, size, 1, &f, d->bx),
+      data_tensor("x", s->tokens ? LK_I32 : LK_F32, size, 1, &f, d->bx),
       data_tensor("y", d->y_dtype, size, s->y_ndim, s->y_shape, d->by));
   return 0;
 }
@@ -832,7 +880,7 @@ static int npy_batch(void *self, lk_split split, size_t index, lk_batch *out) {
 static int npy_shape(void *self, lk_sample_shape *out) {
   const npy_set *s = self;
   const data_set *d = &s->d;
-  *out = (lk_sample_shape){.x_dtype = LK_F32,
+  *out = (lk_sample_shape){.x_dtype = s->tokens ? LK_I32 : LK_F32,
                            .x_ndim = d->x_ndim,
                            .y_dtype = d->y_dtype,
                            .y_ndim = s->y_ndim,
@@ -860,6 +908,7 @@ static int create(lk_host *host, const lk_options *o, void **self) {
   d->seed = lk_host_seed(host);
   s->num_classes = lk_opt_int(o, "num_classes");
   s->x_shape = lk_opt_string(o, "x_shape");
+  s->tokens = lk_opt_int(o, "tokens");
   const char *paths[N_PATHS];
   for (int i = 0; i < N_PATHS; i++)
     paths[i] = lk_opt_string(o, path_options[i]);
@@ -926,6 +975,12 @@ static const lk_option options[] = {
      "values as a sample holds (1,28,28 for x of shape (N, 28, 28), to a "
      "conv2d); empty: x's shape after N",
      NULL},
+    {"tokens", LK_OPT_INT, "0",
+     "N > 0: x of integers (int32, int64, uint8; one dimension per sample) "
+     "holds tokens in [0, N), each checked at create, given to the model "
+     "as i32 [T] for a net that starts with embedding(N, ...); 0: x's "
+     "values are features, f32",
+     "[0, 2147483647]"},
     {"num_classes", LK_OPT_INT, "0",
      "class labels must lie in [0, num_classes), and the model is told "
      "num_classes; 0: the largest label in the files plus one",

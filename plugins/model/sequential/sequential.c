@@ -284,9 +284,10 @@ static int check_tokens(seq *m, const lk_sample_shape *sh, int64_t block) {
   for (size_t i = 0; i < m->n_layers; i++)
     if ((m->layers[i].l.type->flags & LK_LAYER_TOKENS) && (i > 0 || !m->tokens))
       return SHAPE_FAIL(m->host, i, &m->layers[i],
-                        "takes tokens, i32 [T], as the first layer; %s",
+                        "takes tokens, i32 [T], as the first layer; %s%s%s",
                         i > 0 ? "it is not the first"
-                              : "the data's samples are not tokens");
+                              : "the data's samples are ",
+                        i > 0 ? "" : got, i > 0 ? "" : ", not tokens");
   if (block > 0 && !m->tokens)
     return lk_fail(m->host, LK_ECONFIG,
                    "block_size = %lld is the length of the token sequences "

@@ -35,6 +35,14 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
              : 0;
 }
 
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  lk_onnx_attr a = {
+      .name = "alpha", .type = LK_ONNX_FLOAT, .f = (float)l->args[0].r};
+  return layer_onnx_op(g, "Elu", in, 1, out, &a, 1);
+}
+
 const lk_layer_type lk__layer_elu = {.size = LK_LAYER_TYPE_SIZE,
                                      .name = "elu",
                                      .summary =
@@ -44,4 +52,5 @@ const lk_layer_type lk__layer_elu = {.size = LK_LAYER_TYPE_SIZE,
                                      .max_inputs = 1,
                                      .infer = infer,
                                      .forward = forward,
-                                     .backward = backward};
+                                     .backward = backward,
+                                     .onnx = onnx};

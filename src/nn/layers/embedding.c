@@ -1,9 +1,10 @@
-/* Embedding: torch.nn.Embedding(num_embeddings, embedding_dim): tokens
- * i32 [T] to [T, embedding_dim], the first layer only; weight N(0, 1) as
- * torch's reset_parameters. */
+/* Embedding: torch.nn.Embedding(num_embeddings, embedding_dim,
+ * padding_idx): tokens i32 [T] to [T, embedding_dim], the first layer
+ * only; weight N(0, 1) as torch's reset_parameters, padding_idx's row
+ * zero and never trained (its gradient zero), as torch's. */
 #include "layers.h"
 
-enum { VOCAB, DIM };
+enum { VOCAB, DIM, PAD };
 
 static const lk_layer_arg args[] = {
     {"num_embeddings", LK_LAYER_INT,
@@ -12,12 +13,28 @@ static const lk_layer_arg args[] = {
     {"embedding_dim", LK_LAYER_INT,
      LK_LAYER_ARG_POSITIONAL | LK_LAYER_ARG_REQUIRED, NULL, 1, LAYER_SIZE_MAX,
      NULL, "the size of a token's vector"},
+    {"padding_idx", LK_LAYER_INT, LK_LAYER_ARG_POSITIONAL, NULL,
+     -LAYER_SIZE_MAX, LAYER_SIZE_MAX, NULL,
+     "a token whose row starts at zero and is not trained (negative: from "
+     "num_embeddings); none when not given"},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+/* padding_idx's row, or -1 when none */
+static int pad_row(const lk_layer *l) {
+  const lk_layer_value *p = &l->args[PAD];
+  return !p->set ? -1 : p->i < 0 ? p->i + l->args[VOCAB].i : p->i;
+}
 
 static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
                  lk_layer_shape *out) {
   (void)n_in;
   char a[64];
+  int v = l->args[VOCAB].i;
+  if (l->args[PAD].set && (l->args[PAD].i < -v || l->args[PAD].i >= v))
+    return lk__err(LK_ECONFIG,
+                   "padding_idx = %d: out of range for num_embeddings = %d "
+                   "(expected -%d to %d)",
+                   l->args[PAD].i, v, v, v - 1);
   if (in->dtype != LK_I32)
     return lk__err(LK_ECONFIG, "input %s: expected tokens, i32 [T]",
                    lk_layer_shape_text(&l->in, a, sizeof a));
@@ -41,6 +58,12 @@ static int tensors(const lk_layer *l, lk_layer_tensor *t) {
 static void init(lk_layer *l, lk_rng *rng) {
   for (size_t k = 0; k < l->t[0]->numel; k++)
     ((float *)l->t[0]->data)[k] = (float)lk_rng_normal(rng);
+  /* drawn, then zeroed, as torch's reset_parameters and
+   * _fill_padding_idx_with_zero: the other rows as without padding_idx */
+  int p = pad_row(l);
+  if (p >= 0)
+    memset((float *)l->t[0]->data + (size_t)p * (size_t)l->args[DIM].i, 0,
+           (size_t)l->args[DIM].i * sizeof(float));
 }
 
 static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
@@ -51,13 +74,20 @@ static int forward(lk_layer *l, lk_nn *nn, float *y, const float *const *x,
                                  l->args[VOCAB].i, l->args[DIM].i);
 }
 
-/* the first layer: no input gradient */
+/* the first layer: no input gradient; padding_idx's row none either (its
+ * gradient is zero whatever was accumulated, as torch's) */
 static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                     const float *const *x, const float *y, int n) {
   (void)dx, (void)y;
-  return lk_nn_embedding_backward(
-      nn, layer_grad(l, 0), dy, (const int32_t *)(const void *)x[0],
-      n * (int)l->in_numel, l->args[VOCAB].i, l->args[DIM].i);
+  float *g = layer_grad(l, 0);
+  int rc = lk_nn_embedding_backward(
+      nn, g, dy, (const int32_t *)(const void *)x[0], n * (int)l->in_numel,
+      l->args[VOCAB].i, l->args[DIM].i);
+  int p = pad_row(l);
+  if (rc == 0 && g && p >= 0)
+    memset(g + (size_t)p * (size_t)l->args[DIM].i, 0,
+           (size_t)l->args[DIM].i * sizeof(float));
+  return rc;
 }
 
 /* Gather of the weight's rows by the tokens (int64 in ONNX) */

@@ -16,6 +16,16 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* ONNX's default alpha is 0.2: torch's is x / 6 + 1/2 */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  lk_onnx_attr a[2] = {
+      {.name = "alpha", .type = LK_ONNX_FLOAT, .f = 1.0f / 6.0f},
+      {.name = "beta", .type = LK_ONNX_FLOAT, .f = 0.5f}};
+  return layer_onnx_op(g, "HardSigmoid", in, 1, out, a, 2);
+}
+
 const lk_layer_type lk__layer_hardsigmoid = {.size = LK_LAYER_TYPE_SIZE,
                                              .name = "hardsigmoid",
                                              .summary =
@@ -23,4 +33,5 @@ const lk_layer_type lk__layer_hardsigmoid = {.size = LK_LAYER_TYPE_SIZE,
                                              .min_inputs = 1,
                                              .max_inputs = 1,
                                              .forward = forward,
-                                             .backward = backward};
+                                             .backward = backward,
+                                             .onnx = onnx};

@@ -16,6 +16,13 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* HardSwish is in the default domain since opset 14 */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  return layer_onnx_op(g, "HardSwish", in, 1, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_hardswish = {.size = LK_LAYER_TYPE_SIZE,
                                            .name = "hardswish",
                                            .summary =
@@ -23,4 +30,5 @@ const lk_layer_type lk__layer_hardswish = {.size = LK_LAYER_TYPE_SIZE,
                                            .min_inputs = 1,
                                            .max_inputs = 1,
                                            .forward = forward,
-                                           .backward = backward};
+                                           .backward = backward,
+                                           .onnx = onnx};

@@ -16,10 +16,25 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* x tanh(softplus(x)): ONNX's Mish is opset 18, the file's 17 */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  const char *sp = lk_onnx_tmp(g, "mish"), *th = lk_onnx_tmp(g, "mish");
+  if (!sp || !th)
+    return LK_ENOMEM;
+  int rc = layer_onnx_op(g, "Softplus", in, 1, sp, NULL, 0);
+  if (rc == 0)
+    rc = layer_onnx_op(g, "Tanh", &sp, 1, th, NULL, 0);
+  const char *xs[2] = {in[0], th};
+  return rc ? rc : layer_onnx_op(g, "Mul", xs, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_mish = {.size = LK_LAYER_TYPE_SIZE,
                                       .name = "mish",
                                       .summary = "x tanh(softplus(x))",
                                       .min_inputs = 1,
                                       .max_inputs = 1,
                                       .forward = forward,
-                                      .backward = backward};
+                                      .backward = backward,
+                                      .onnx = onnx};

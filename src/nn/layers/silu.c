@@ -16,10 +16,23 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* x sigmoid(x): opset 17 has no SiLU */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)l, (void)prefix;
+  const char *s = lk_onnx_tmp(g, "silu");
+  if (!s)
+    return LK_ENOMEM;
+  int rc = layer_onnx_op(g, "Sigmoid", in, 1, s, NULL, 0);
+  const char *xs[2] = {in[0], s};
+  return rc ? rc : layer_onnx_op(g, "Mul", xs, 2, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_silu = {.size = LK_LAYER_TYPE_SIZE,
                                       .name = "silu",
                                       .summary = "x sigmoid(x)",
                                       .min_inputs = 1,
                                       .max_inputs = 1,
                                       .forward = forward,
-                                      .backward = backward};
+                                      .backward = backward,
+                                      .onnx = onnx};

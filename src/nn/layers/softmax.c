@@ -24,6 +24,15 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
             : lk_nn_softmax_dim_backward(nn, dx[0], dy, y, outer, D, inner);
 }
 
+/* axis: torch's dim counted with the batch, as ONNX counts */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  lk_onnx_attr a = {0};
+  int rc = softmax_onnx_axis(l, &a);
+  return rc ? rc : layer_onnx_op(g, "Softmax", in, 1, out, &a, 1);
+}
+
 const lk_layer_type lk__layer_softmax = {.size = LK_LAYER_TYPE_SIZE,
                                          .name = "softmax",
                                          .summary = "e^x / sum e^x over dim",
@@ -32,4 +41,5 @@ const lk_layer_type lk__layer_softmax = {.size = LK_LAYER_TYPE_SIZE,
                                          .max_inputs = 1,
                                          .infer = softmax_infer,
                                          .forward = forward,
-                                         .backward = backward};
+                                         .backward = backward,
+                                         .onnx = onnx};

@@ -53,6 +53,16 @@ static inline int softmax_infer(lk_layer *l, int n_in, const lk_layer_shape *in,
   return softmax_axis(l, &axis);
 }
 
+/* The ONNX Softmax's or LogSoftmax's axis attribute: dim, counted with
+ * the batch as torch and ONNX count it (made non-negative). */
+static inline int softmax_onnx_axis(const lk_layer *l, lk_onnx_attr *a) {
+  int axis = 0;
+  int rc = softmax_axis(l, &axis);
+  if (rc == 0)
+    *a = (lk_onnx_attr){.name = "axis", .type = LK_ONNX_INT, .i = axis + 1};
+  return rc;
+}
+
 /* A batch of N as the kit's [outer, D, inner]. */
 static inline int softmax_geometry(const lk_layer *l, int n, int *outer, int *D,
                                    int *inner) {

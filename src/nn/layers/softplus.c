@@ -45,6 +45,34 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                : 0;
 }
 
+/* ONNX's Softplus has neither beta nor threshold: log(1 + e^(beta x)) /
+ * beta from it, and torch's threshold rule with Where (the branch not
+ * taken may overflow; Where does not look at it) */
+static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
+                const char *out, const char *prefix) {
+  (void)prefix;
+  const char *beta =
+      lk__layer_onnx_const(g, "softplus_beta", NULL, (float)l->args[BETA].r, 0);
+  const char *thr = lk__layer_onnx_const(g, "softplus_threshold", NULL,
+                                         (float)l->args[THRESHOLD].r, 0);
+  const char *t[4];
+  for (int i = 0; i < 4; i++)
+    t[i] = lk_onnx_tmp(g, "softplus");
+  if (!beta || !thr || !t[3])
+    return LK_ENOMEM;
+  /* beta x, softplus(beta x), its / beta, beta x > threshold */
+  const char *steps[4][3] = {{"Mul", in[0], beta},
+                             {"Softplus", t[0], ""},
+                             {"Div", t[1], beta},
+                             {"Greater", t[0], thr}};
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < 4; i++)
+    rc = layer_onnx_op(g, steps[i][0], steps[i] + 1, *steps[i][2] ? 2 : 1, t[i],
+                       NULL, 0);
+  const char *w[3] = {t[3], in[0], t[2]};
+  return rc ? rc : layer_onnx_op(g, "Where", w, 3, out, NULL, 0);
+}
+
 const lk_layer_type lk__layer_softplus = {
     .size = LK_LAYER_TYPE_SIZE,
     .name = "softplus",
@@ -54,4 +82,5 @@ const lk_layer_type lk__layer_softplus = {
     .max_inputs = 1,
     .infer = infer,
     .forward = forward,
-    .backward = backward};
+    .backward = backward,
+    .onnx = onnx};
