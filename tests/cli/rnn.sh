@@ -104,6 +104,29 @@ check "... and loopkit generate samples 5 tokens from it" \
   sh -c "'$LOOPKIT' generate '$T/lm.ini' --ckpt '$T/lm/checkpoints/last.ckpt' --tokens 5 \
     --prompt 'the quick brown' 2>/dev/null | wc -c | grep -qx 20"
 
+# examples/text-lstm.ini, shortened (3 steps, 32 hidden units, 2
+# validation batches): trains on the Jargon File, logs its validation
+# loss, and loopkit generate samples from its checkpoint (the prompt at
+# least the net's 64 bytes: sequential refuses a shorter context).
+EX="$LK_SRCDIR/examples/text-lstm.ini"
+P='hacker n. [originally, someone who makes furniture with an axe] 1.' # 66
+if [ ! -f /usr/share/doc/jargon-text/jargon.txt.gz ]; then
+  ok "examples/text-lstm.ini # SKIP jargon-text is not installed"
+else
+  check "examples/text-lstm.ini trains shortened" \
+    train "$EX" --out "$T/ex" --set loop.max_steps=3 --set text.val_batches=2 \
+    --set text.batches_per_epoch=3 \
+    --set 'sequential.layers=embedding(256, 16), lstm(32), linear(256)'
+  check "... 3 training losses and a finite val_loss" sh -c "
+    test \$(awk -F, 'NR > 1 && \$3 != \"\"' '$T/ex/metrics.csv' | wc -l) -eq 3 &&
+    c=\$(head -1 '$T/ex/metrics.csv' | tr , '\\n' | grep -nx val_loss | cut -d: -f1) &&
+    test -n \"\$c\" && cut -d, -f\$c '$T/ex/metrics.csv' | grep -Eq '^[0-9]+\\.[0-9]'"
+  check "... and loopkit generate samples 10 tokens from it" \
+    sh -c "'$LOOPKIT' generate '$EX' --ckpt '$T/ex/checkpoints/last.ckpt' --tokens 10 \
+      --prompt '$P' --set 'sequential.layers=embedding(256, 16), lstm(32), linear(256)' \
+      2>/dev/null | wc -c | grep -qx 76"
+fi
+
 # ---- gradcheck: backward through time against central differences -------
 expect 0 '^gradcheck: passed' "gradcheck passes on lstm -> last -> linear" \
   -- gradcheck "$T/net.ini"
