@@ -704,7 +704,9 @@ static const lk_option options[] = {
      "linear(10); layers conv2d, maxpool2d, avgpool2d, batchnorm2d, "
      "batchnorm1d, layernorm, relu, gelu, tanh, sigmoid, dropout, flatten, "
      "linear, embedding, silu, leakyrelu, elu, softplus, mish, hardswish, "
-     "hardsigmoid, softmax(dim), logsoftmax(dim), identity; branches: @NAME "
+     "hardsigmoid, softmax(dim), logsoftmax(dim), identity, conv1d, "
+     "maxpool1d, avgpool1d, adaptiveavgpool1d, adaptiveavgpool2d; branches: "
+     "@NAME "
      "marks the current tensor, "
      "add(@NAME) and cat(@NAME) join it, a section's name inserts its own "
      "layers list as a block (see loopkit.ini(5))",
