@@ -102,6 +102,9 @@ bad img 'adaptiveavgpool2d((2, 9)), flatten, linear(3)' \
 bad seq 'conv1d(4, 3, dilation=8), flatten, linear(3)' \
   'layer 0 \(conv1d\): input \[2, 16\], kernel 3 with padding 0 and dilation 8: the kernel is larger than the padded sequence' \
   "conv1d: a dilated kernel longer than the sequence"
+bad seq 'maxpool1d(20), flatten, linear(3)' \
+  'layer 0 \(maxpool1d\): input \[2, 16\], window 20 with padding 0: the window is larger than the padded sequence' \
+  "maxpool1d: a window longer than the sequence"
 bad img 'conv1d(4, 3), flatten, linear(3)' \
   'layer 0 \(conv1d\): input \[1, 8, 8\]; expected a sequence \[C, L\]' \
   "conv1d on an image"

@@ -45,17 +45,22 @@ static int window(lk_layer *l, bool conv, lk_nn_conv2d *c, bool one_d,
                            "padding %d x %d for a window of %d x %d: at most "
                            "half the window (as torch requires)",
                            c->pad_h, c->pad_w, c->kh, c->kw);
-  if (c->h + 2LL * c->pad_h < ekh || c->w + 2LL * c->pad_w < ekw)
-    return one_d ? lk__err(LK_ECONFIG,
-                           "input %s, %s %d with padding %d and dilation %d: "
-                           "the %s is larger than the padded sequence",
-                           a, what, c->kw, c->pad_w, dw, what)
-                 : lk__err(LK_ECONFIG,
-                           "input %s, %s %d x %d with padding %d x %d and "
-                           "dilation %d x %d: the %s is larger than the "
-                           "padded image",
-                           a, what, c->kh, c->kw, c->pad_h, c->pad_w, dh, dw,
-                           what);
+  if (c->h + 2LL * c->pad_h < ekh || c->w + 2LL * c->pad_w < ekw) {
+    char dil[48] = ""; /* the pools have none */
+    if (conv && one_d)
+      snprintf(dil, sizeof dil, " and dilation %d", dw);
+    else if (conv)
+      snprintf(dil, sizeof dil, " and dilation %d x %d", dh, dw);
+    return one_d
+               ? lk__err(LK_ECONFIG,
+                         "input %s, %s %d with padding %d%s: the %s is "
+                         "larger than the padded sequence",
+                         a, what, c->kw, c->pad_w, dil, what)
+               : lk__err(LK_ECONFIG,
+                         "input %s, %s %d x %d with padding %d x %d%s: the "
+                         "%s is larger than the padded image",
+                         a, what, c->kh, c->kw, c->pad_h, c->pad_w, dil, what);
+  }
   int oh, ow, rc;
   if (conv)
     rc = lk_nn_conv2d_size(c, &oh, &ow);
