@@ -17,15 +17,40 @@
 
 static void registry(void **state) {
   (void)state;
-  const char *names[] = {
-      "conv2d",      "maxpool2d", "avgpool2d",  "batchnorm2d", "batchnorm1d",
-      "layernorm",   "relu",      "gelu",       "tanh",        "sigmoid",
-      "dropout",     "flatten",   "linear",     "embedding",   "silu",
-      "leakyrelu",   "elu",       "softplus",   "mish",        "hardswish",
-      "hardsigmoid", "softmax",   "logsoftmax", "identity",    "lstm",
-      "gru",         "last"};
-  assert_int_equal(lk_layer_count(), 27);
-  for (size_t i = 0; i < 27; i++) {
+  const char *names[] = {"conv2d",
+                         "maxpool2d",
+                         "avgpool2d",
+                         "batchnorm2d",
+                         "batchnorm1d",
+                         "layernorm",
+                         "relu",
+                         "gelu",
+                         "tanh",
+                         "sigmoid",
+                         "dropout",
+                         "flatten",
+                         "linear",
+                         "embedding",
+                         "silu",
+                         "leakyrelu",
+                         "elu",
+                         "softplus",
+                         "mish",
+                         "hardswish",
+                         "hardsigmoid",
+                         "softmax",
+                         "logsoftmax",
+                         "identity",
+                         "lstm",
+                         "gru",
+                         "last",
+                         "conv1d",
+                         "maxpool1d",
+                         "avgpool1d",
+                         "adaptiveavgpool1d",
+                         "adaptiveavgpool2d"};
+  assert_int_equal(lk_layer_count(), 32);
+  for (size_t i = 0; i < 32; i++) {
     const lk_layer_type *t = lk_layer_at(i);
     assert_non_null(t);
     assert_string_equal(t->name, names[i]);
@@ -33,7 +58,7 @@ static void registry(void **state) {
     assert_ptr_equal(lk_layer_find(names[i], strlen(names[i])), t);
     assert_true(t->forward != NULL || (t->flags & LK_LAYER_VIEW));
   }
-  assert_null(lk_layer_at(27));
+  assert_null(lk_layer_at(32));
   /* torch's class names, any case */
   assert_ptr_equal(lk_layer_find("Conv2d", 6), lk_layer_at(0));
   assert_ptr_equal(lk_layer_find("BATCHNORM1D", 11), lk_layer_at(4));
@@ -105,7 +130,7 @@ static void parsing(void **state) {
   refused("maxpol2d(2)", "unknown layer maxpol2d; expected one of conv2d, ");
   refused("conv2d(4, 3, pad=1)", "conv2d takes no argument pad (it takes: "
                                  "out_channels, kernel_size, stride, padding, "
-                                 "bias, in_channels)");
+                                 "bias, in_channels, dilation, groups)");
   refused("conv2d(4, x)", "kernel_size = x: expected a whole number or a pair");
   refused("conv2d(4, 0)", "kernel_size = 0: must be >= 1");
   refused("conv2d(stride=1, 4, 3)", "positional argument 4 after a keyword");

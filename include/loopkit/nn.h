@@ -157,16 +157,21 @@ LK_API int lk_nn_linear_backward(lk_nn *nn, float *dinp, float *dweight,
                                  const float *inp, const float *weight, int N,
                                  int C, int OC);
 
-/* ---- conv2d: nn.Conv2d (no dilation, no groups) -------------------------- */
+/* ---- conv2d: nn.Conv2d ---------------------------------------------------- */
 
 typedef struct lk_nn_conv2d {
   int n, c, h, w;         /* input [N, C, H, W] */
   int oc, kh, kw;         /* weight [OC, C, KH, KW] */
   int stride_h, stride_w; /* 0: 1 */
   int pad_h, pad_w;       /* zeros on each side */
+  /* appended in 0.x: zero in callers that predate them means 1 */
+  int dilation_h, dilation_w; /* 0: 1; the kernel's taps dilation apart */
+  int groups; /* 0: 1; C and OC divisible by it, weight [OC, C / groups,
+               * KH, KW] (torch's; depthwise: groups = C) */
 } lk_nn_conv2d;
 
-/* The output's height and width, (H + 2 pad - K) / stride + 1, or
+/* The output's height and width, (H + 2 pad - dilation (K - 1) - 1) /
+ * stride + 1, or
  * LK_EINVAL when the sizes are bad. */
 LK_API int lk_nn_conv2d_size(const lk_nn_conv2d *p, int *oh, int *ow);
 /* out [N, OC, OH, OW]; bias [OC] or NULL. */
@@ -202,6 +207,22 @@ LK_API int lk_nn_avgpool2d_forward(lk_nn *nn, const lk_nn_pool2d *p, float *out,
                                    const float *inp);
 LK_API int lk_nn_avgpool2d_backward(lk_nn *nn, const lk_nn_pool2d *p,
                                     float *dinp, const float *dout);
+
+/* ---- adaptive pooling: nn.AdaptiveAvgPool2d (1d: H = 1) ------------------ */
+
+typedef struct lk_nn_adaptivepool2d {
+  int n, c, h, w; /* input [N, C, H, W] */
+  int oh, ow;     /* output [N, C, OH, OW], at most H and W */
+} lk_nn_adaptivepool2d;
+
+/* Output (i, j) is the mean of input rows [floor(i H / OH), ceil((i + 1) H
+ * / OH)) and the columns likewise (torch's bins). */
+LK_API int lk_nn_adaptiveavgpool2d_forward(lk_nn *nn,
+                                           const lk_nn_adaptivepool2d *p,
+                                           float *out, const float *inp);
+LK_API int lk_nn_adaptiveavgpool2d_backward(lk_nn *nn,
+                                            const lk_nn_adaptivepool2d *p,
+                                            float *dinp, const float *dout);
 
 /* ---- batch norm: nn.BatchNorm1d, nn.BatchNorm2d -------------------------- */
 

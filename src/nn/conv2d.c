@@ -1,9 +1,13 @@
-/* conv2d: nn.Conv2d without dilation or groups, lowered to products.
- *   inp [N, C, H, W], weight [OC, C, KH, KW] = [OC, K], bias [OC],
+/* conv2d: nn.Conv2d (dilation and groups too), lowered to products.
+ *   inp [N, C, H, W], weight [OC, C / G, KH, KW] = [OC, K], bias [OC],
  *   out [N, OC, OH, OW] = [N, OC, P]
- * im2col turns a chunk of S samples into col [K, S P] (row (c, kh, kw),
+ * im2col turns a chunk of S samples into col [G K, S P] (row (c, kh, kw),
  * column (sample, oh, ow)); then out = weight col, dweight += dout col^T
- * and dcol = weight^T dout, which col2im adds back into dinp.
+ * and dcol = weight^T dout, which col2im adds back into dinp. With G
+ * groups each product is G products of a block: group g's rows of col are
+ * [g K, (g + 1) K), of the weight and out [g OC / G, (g + 1) OC / G).
+ * Dilation D moves tap kh to input row oh stride - pad + kh D. With G = D
+ * = 1 this is the code as it was (the "same" shortcuts included).
  *
  * The work is cut into chunks of whole samples, S of them so that the
  * products are at least CHUNK_COLS wide (S = 1 for Fashion-MNIST's
@@ -31,15 +35,21 @@
 
 typedef struct geom {
   int N, C, H, W, OC, KH, KW, sh, sw, ph, pw, OH, OW;
-  int K, P, S, chunks, groups;
+  int dh, dw, G;                   /* dilation, groups (>= 1) */
+  int K, Kc, P, S, chunks, groups; /* K per group, Kc = G K rows of col */
+  bool same; /* stride 1, no dilation, OW == W: the shifted-plane copies */
 } geom;
 
 static int bad(const lk_nn_conv2d *p, const char *why) {
-  return lk__err(LK_EINVAL,
-                 LAYER ": input [%d, %d, %d, %d], weight [%d, %d, %d, %d], "
-                       "stride %d x %d, padding %d x %d: %s",
-                 p->n, p->c, p->h, p->w, p->oc, p->c, p->kh, p->kw, p->stride_h,
-                 p->stride_w, p->pad_h, p->pad_w, why);
+  return lk__err(
+      LK_EINVAL,
+      LAYER ": input [%d, %d, %d, %d], weight [%d, %d, %d, %d], "
+            "stride %d x %d, padding %d x %d, dilation %d x %d, "
+            "groups %d: %s",
+      p->n, p->c, p->h, p->w, p->oc, p->groups > 0 ? p->c / p->groups : p->c,
+      p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h, p->pad_w,
+      p->dilation_h ? p->dilation_h : 1, p->dilation_w ? p->dilation_w : 1,
+      p->groups ? p->groups : 1, why);
 }
 
 static int setup(const lk_nn_conv2d *p, geom *g) {
@@ -48,23 +58,32 @@ static int setup(const lk_nn_conv2d *p, geom *g) {
   if (p->n < 1 || p->c < 1 || p->h < 1 || p->w < 1 || p->oc < 1 || p->kh < 1 ||
       p->kw < 1)
     return bad(p, "every size must be >= 1");
-  if (p->stride_h < 0 || p->stride_w < 0 || p->pad_h < 0 || p->pad_w < 0)
-    return bad(p, "strides and padding must be >= 0");
+  if (p->stride_h < 0 || p->stride_w < 0 || p->pad_h < 0 || p->pad_w < 0 ||
+      p->dilation_h < 0 || p->dilation_w < 0 || p->groups < 0)
+    return bad(p, "strides, padding, dilation and groups must be >= 0");
+  g->dh = p->dilation_h ? p->dilation_h : 1;
+  g->dw = p->dilation_w ? p->dilation_w : 1;
+  g->G = p->groups ? p->groups : 1;
+  if (p->c % g->G || p->oc % g->G)
+    return bad(p, "the input and output channels must be divisible by "
+                  "groups");
   g->N = p->n, g->C = p->c, g->H = p->h, g->W = p->w, g->OC = p->oc;
   g->KH = p->kh, g->KW = p->kw, g->ph = p->pad_h, g->pw = p->pad_w;
   g->sh = p->stride_h ? p->stride_h : 1;
   g->sw = p->stride_w ? p->stride_w : 1;
   long long hp = (long long)g->H + 2LL * g->ph,
             wp = (long long)g->W + 2LL * g->pw;
-  if (hp < g->KH || wp < g->KW)
-    return bad(p, "the kernel is larger than the padded input");
-  long long oh = (hp - g->KH) / g->sh + 1, ow = (wp - g->KW) / g->sw + 1;
+  long long ekh = (long long)g->dh * (g->KH - 1) + 1,
+            ekw = (long long)g->dw * (g->KW - 1) + 1;
+  if (hp < ekh || wp < ekw)
+    return bad(p, "the (dilated) kernel is larger than the padded input");
+  long long oh = (hp - ekh) / g->sh + 1, ow = (wp - ekw) / g->sw + 1;
   /* the products an int must hold (a plane, a kernel, the weight), and
    * the arrays the caller has (no more floats than a size_t counts) */
   size_t plane = nn__mul((size_t)oh, (size_t)ow),
          k = nn__mul(nn__mul((size_t)g->C, (size_t)g->KH), (size_t)g->KW);
   if (plane > INT_MAX / 2 || k > INT_MAX / 2 ||
-      nn__mul((size_t)g->OC, k) > INT_MAX / 2)
+      nn__mul((size_t)g->OC, k / (size_t)g->G) > INT_MAX / 2)
     return bad(p, "too large: an output plane, a kernel and the weight "
                   "must each hold at most 2^30 values");
   size_t per = nn__mul(nn__mul((size_t)g->C, (size_t)g->H), (size_t)g->W);
@@ -72,7 +91,10 @@ static int setup(const lk_nn_conv2d *p, geom *g) {
       nn__mul(nn__mul((size_t)g->N, (size_t)g->OC), plane) > NN_MAX_FLOATS)
     return bad(p, "the input or the output holds more bytes than a size_t "
                   "counts");
-  g->OH = (int)oh, g->OW = (int)ow, g->P = (int)plane, g->K = (int)k;
+  g->OH = (int)oh, g->OW = (int)ow, g->P = (int)plane, g->Kc = (int)k;
+  g->K = g->Kc / g->G;
+  g->same =
+      g->sh == 1 && g->sw == 1 && g->OW == g->W && g->dh == 1 && g->dw == 1;
   g->S = (CHUNK_COLS + g->P - 1) / g->P;
   if (g->S > g->N)
     g->S = g->N;
@@ -149,7 +171,7 @@ static void im2col_same(const geom *g, const float *x, float *col, size_t ld,
 /* col [K, ld] columns [s P, (s + 1) P) from sample plane x [C, H, W]. */
 static void im2col(const geom *g, const float *x, float *col, size_t ld,
                    int s) {
-  if (g->sh == 1 && g->sw == 1 && g->OW == g->W) {
+  if (g->same) {
     im2col_same(g, x, col, ld, s);
     return;
   }
@@ -159,9 +181,9 @@ static void im2col(const geom *g, const float *x, float *col, size_t ld,
         float *row = col + (size_t)((c * g->KH + kh) * g->KW + kw) * ld +
                      (size_t)s * (size_t)g->P;
         int lo, hi;
-        columns(g, kw, &lo, &hi);
+        columns(g, kw * g->dw, &lo, &hi);
         for (int oh = 0; oh < g->OH; oh++, row += g->OW) {
-          int ih = oh * g->sh - g->ph + kh;
+          int ih = oh * g->sh - g->ph + kh * g->dh;
           if (ih < 0 || ih >= g->H) {
             memset(row, 0, (size_t)g->OW * sizeof *row);
             continue;
@@ -170,11 +192,11 @@ static void im2col(const geom *g, const float *x, float *col, size_t ld,
           for (int ow = 0; ow < lo; ow++)
             row[ow] = 0;
           if (g->sw == 1)
-            memcpy(row + lo, src + lo - g->pw + kw,
+            memcpy(row + lo, src + lo - g->pw + kw * g->dw,
                    (size_t)(hi - lo) * sizeof *row);
           else
             for (int ow = lo; ow < hi; ow++)
-              row[ow] = src[ow * g->sw - g->pw + kw];
+              row[ow] = src[ow * g->sw - g->pw + kw * g->dw];
           for (int ow = hi; ow < g->OW; ow++)
             row[ow] = 0;
         }
@@ -218,7 +240,7 @@ static void col2im_same(const geom *g, float *dcol, size_t ld, int s,
 /* dx [C, H, W] += dcol [K, ld] columns [s P, (s + 1) P), row by row of
  * dcol: a pixel's terms are added in order of (c, kh, kw). */
 static void col2im(const geom *g, float *dcol, size_t ld, int s, float *dx) {
-  if (g->sh == 1 && g->sw == 1 && g->OW == g->W) {
+  if (g->same) {
     col2im_same(g, dcol, ld, s, dx);
     return;
   }
@@ -228,19 +250,19 @@ static void col2im(const geom *g, float *dcol, size_t ld, int s, float *dx) {
         const float *row = dcol + (size_t)((c * g->KH + kh) * g->KW + kw) * ld +
                            (size_t)s * (size_t)g->P;
         int lo, hi;
-        columns(g, kw, &lo, &hi);
+        columns(g, kw * g->dw, &lo, &hi);
         for (int oh = 0; oh < g->OH; oh++, row += g->OW) {
-          int ih = oh * g->sh - g->ph + kh;
+          int ih = oh * g->sh - g->ph + kh * g->dh;
           if (ih < 0 || ih >= g->H)
             continue;
           float *dst = dx + ((size_t)c * g->H + (size_t)ih) * g->W;
           if (g->sw == 1) {
-            float *d = dst - g->pw + kw;
+            float *d = dst - g->pw + kw * g->dw;
             for (int ow = lo; ow < hi; ow++)
               d[ow] += row[ow];
           } else
             for (int ow = lo; ow < hi; ow++)
-              dst[ow * g->sw - g->pw + kw] += row[ow];
+              dst[ow * g->sw - g->pw + kw * g->dw] += row[ow];
         }
       }
 }
@@ -262,13 +284,17 @@ static void forward_task(void *ctx, int chunk, int thread) {
          inp_plane = (size_t)g->C * g->H * g->W,
          out_plane = (size_t)g->OC * g->P;
   float *col = nn__scratch(f->nn, thread);
-  float *tmp = col + (size_t)g->K * g->S * g->P;
+  float *tmp = col + (size_t)g->Kc * g->S * g->P;
   for (int n = n0; n < n1; n++)
     im2col(g, f->inp + (size_t)n * inp_plane, col, cols, n - n0);
   /* one sample: the product's rows are out's planes, in place */
   float *c = n1 - n0 == 1 ? f->out + (size_t)n0 * out_plane : tmp;
-  nn__gemm1(f->nn, false, false, g->OC, (int)cols, g->K, 1, f->weight, g->K,
-            col, (int)cols, 0, c, (int)cols);
+  int ocg = g->OC / g->G;
+  for (int gi = 0; gi < g->G; gi++)
+    nn__gemm1(f->nn, false, false, ocg, (int)cols, g->K, 1,
+              f->weight + (size_t)gi * ocg * g->K, g->K,
+              col + (size_t)gi * g->K * cols, (int)cols, 0,
+              c + (size_t)gi * ocg * cols, (int)cols);
   for (int n = n0; n < n1; n++)
     for (int oc = 0; oc < g->OC; oc++) {
       float *o = f->out + (size_t)n * out_plane + (size_t)oc * g->P;
@@ -294,7 +320,7 @@ int lk_nn_conv2d_forward(lk_nn *nn, const lk_nn_conv2d *p, float *out,
     return rc;
   const geom *g = &f.g;
   size_t cols = (size_t)g->S * g->P;
-  size_t per = ((size_t)g->K + (g->S > 1 ? (size_t)g->OC : 0)) * cols;
+  size_t per = ((size_t)g->Kc + (g->S > 1 ? (size_t)g->OC : 0)) * cols;
   if ((rc = nn__reserve(nn, LAYER, 0, per * sizeof(float))) < 0)
     return rc;
   nn__run(nn, g->chunks, forward_task, &f);
@@ -321,8 +347,9 @@ static void backward_task(void *ctx, int group, int thread) {
   size_t inp_plane = (size_t)g->C * g->H * g->W,
          out_plane = (size_t)g->OC * g->P, most = (size_t)g->S * g->P;
   float *col = nn__scratch(b->nn, thread);
-  float *dcol = col + (size_t)g->K * most;
-  float *gather = dcol + (size_t)g->K * most;
+  float *dcol = col + (size_t)g->Kc * most;
+  float *gather = dcol + (size_t)g->Kc * most;
+  int ocg = g->OC / g->G;
   float *dw = b->groups_direct ? b->dweight
                                : b->partials + (size_t)group * g->OC * g->K;
   size_t first, last;
@@ -344,12 +371,18 @@ static void backward_task(void *ctx, int group, int thread) {
       for (int n = n0; n < n1; n++)
         im2col(g, b->inp + (size_t)n * inp_plane, col, cols, n - n0);
       float beta = chunk == first && !b->groups_direct ? 0 : 1;
-      nn__gemm1(b->nn, false, true, g->OC, g->K, (int)cols, 1, d, (int)cols,
-                col, (int)cols, beta, dw, g->K);
+      for (int gi = 0; gi < g->G; gi++)
+        nn__gemm1(b->nn, false, true, ocg, g->K, (int)cols, 1,
+                  d + (size_t)gi * ocg * cols, (int)cols,
+                  col + (size_t)gi * g->K * cols, (int)cols, beta,
+                  dw + (size_t)gi * ocg * g->K, g->K);
     }
     if (b->dinp) {
-      nn__gemm1(b->nn, true, false, g->K, (int)cols, g->OC, 1, b->weight, g->K,
-                d, (int)cols, 0, dcol, (int)cols);
+      for (int gi = 0; gi < g->G; gi++)
+        nn__gemm1(b->nn, true, false, g->K, (int)cols, ocg, 1,
+                  b->weight + (size_t)gi * ocg * g->K, g->K,
+                  d + (size_t)gi * ocg * cols, (int)cols, 0,
+                  dcol + (size_t)gi * g->K * cols, (int)cols);
       for (int n = n0; n < n1; n++)
         col2im(g, dcol, cols, n - n0, b->dinp + (size_t)n * inp_plane);
     }
@@ -417,7 +450,7 @@ int lk_nn_conv2d_backward(lk_nn *nn, const lk_nn_conv2d *p, float *dinp,
     return rc;
   const geom *g = &b.g;
   size_t most = (size_t)g->S * g->P;
-  size_t per = (2 * (size_t)g->K + (g->S > 1 ? (size_t)g->OC : 0)) * most;
+  size_t per = (2 * (size_t)g->Kc + (g->S > 1 ? (size_t)g->OC : 0)) * most;
   b.groups_direct = g->groups == 1;
   size_t partials =
              dweight && !b.groups_direct ? (size_t)g->groups * g->OC * g->K : 0,

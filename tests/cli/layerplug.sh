@@ -105,7 +105,7 @@ check "without [plugins] layers swish is unknown; the message lists the built-in
 lk_in mysilu train mysilu.ini --out bad --set 'sequential.layers=linear(8), mystery, linear(1)'
 status=$?
 check "an unknown layer: the message lists the plugin's too" sh -c "
-  test $status -eq 2 && grep -q 'unknown layer mystery; expected one of conv2d, .*identity, lstm, gru, last, swish' '$T/out'"
+  test $status -eq 2 && grep -q 'unknown layer mystery; expected one of conv2d, .*identity, lstm, gru, last, conv1d, maxpool1d, avgpool1d, adaptiveavgpool1d, adaptiveavgpool2d, swish' '$T/out'"
 
 # ---- its ONNX lowering (the table's onnx, loopkit/onnx.h) ----------------
 lk_in mysilu export run/checkpoints/last.ckpt -o silu.onnx

@@ -137,6 +137,21 @@ data reg f4 6 normal f4 ",2" normal
 net reg reg "linear(8), tanh, linear(2)" "loss = mse"
 exported reg "a regression (mse): linear, tanh, linear"
 
+# ---- convolutions and pools of issue 27: Conv's dilations and group,
+# 1-d windows, the adaptive pools as GlobalAveragePool or AveragePool ----
+net dil img "conv2d(4, 3, padding=2, dilation=2), relu, conv2d(8, 3, stride=2, padding=1, groups=4), conv2d(8, 3, padding=1, groups=8, bias=false), adaptiveavgpool2d(2), tanh, adaptiveavgpool2d(1), flatten, linear(3)"
+exported dil "conv2d with dilation, groups and depthwise, adaptiveavgpool2d uniform and global" --softmax
+data seq f4 2,12 normal i8 "" int:3
+net seq seq "conv1d(6, 3, padding=2, dilation=2), relu, conv1d(6, 3, groups=3, stride=2, padding=1, bias=false), maxpool1d(3, 1, 1), avgpool1d(3, 1, 1), adaptiveavgpool1d(2), flatten, linear(3)"
+exported seq "conv1d (dilation, groups, stride, no bias), maxpool1d, avgpool1d padded, adaptiveavgpool1d uniform" --softmax
+net seq1 seq "conv1d(4, 3, 1, 1, 1, 2), adaptiveavgpool1d(1), flatten, linear(3)"
+exported seq1 "conv1d with its arguments by position, adaptiveavgpool1d(1)" --softmax
+net uneven seq "adaptiveavgpool1d(5), flatten, linear(3)"
+"$LOOPKIT" train "$T/uneven.ini" --out "$T/uneven" --quiet >"$T/out" 2>&1
+expect 2 'adaptiveavgpool1d: output_size 5 over a length of 12: ONNX has no adaptive pool, and these bins are uneven' \
+  "uneven adaptive bins are refused, naming the layer" \
+  -- export "$T/uneven/checkpoints/last.ckpt" -o "$T/uneven.onnx"
+
 # ---- a language model over bytes: tokens, int64 in ONNX ----
 cat >"$T/lm.ini" <<INI
 [loop]

@@ -110,7 +110,7 @@ refused "a pool's padding over half its window" '0 \(maxpool2d\): padding 2 x 2 
 # syntax: the option, the layer's index and its text
 refused "an unknown layer" '1 "maxpol2d\(2\)": unknown layer maxpol2d; expected one of conv2d, ' \
   'relu, maxpol2d(2)'
-refused "an unknown argument" '0 "conv2d\(4, 3, pad=1\)": conv2d takes no argument pad \(it takes: out_channels, kernel_size, stride, padding, bias, in_channels\)' \
+refused "an unknown argument" '0 "conv2d\(4, 3, pad=1\)": conv2d takes no argument pad \(it takes: out_channels, kernel_size, stride, padding, bias, in_channels, dilation, groups\)' \
   'conv2d(4, 3, pad=1), flatten, linear(3)'
 refused "a malformed value" '0 "conv2d\(4, x\)": kernel_size = x: expected a whole number or a pair' \
   'conv2d(4, x), flatten, linear(3)'

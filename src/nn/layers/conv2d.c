@@ -1,9 +1,10 @@
 /* Conv2d: torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride,
- * padding, bias), in_channels inferred. weight [out, in, kh, kw] and bias
- * [out], kaiming_uniform_(a = sqrt(5)) as torch's reset_parameters. */
+ * padding, dilation, groups, bias), in_channels inferred. weight [out,
+ * in / groups, kh, kw] and bias [out], kaiming_uniform_(a = sqrt(5)) as
+ * torch's reset_parameters. */
 #include "layers.h"
 
-enum { OUT, KERNEL, STRIDE, PADDING, BIAS, IN };
+enum { OUT, KERNEL, STRIDE, PADDING, BIAS, IN, DILATION, GROUPS };
 
 static const lk_layer_arg args[] = {
     {"out_channels", LK_LAYER_INT,
@@ -18,30 +19,31 @@ static const lk_layer_arg args[] = {
      NULL, "implicit zeros on each side"},
     {"bias", LK_LAYER_BOOL, 0, "true", 0, 0, NULL, "a learnt bias"},
     ARG_INPUT("in_channels", "channels of the input"),
+    {"dilation", LK_LAYER_PAIR, 0, "1", 1, LAYER_SIZE_MAX, NULL,
+     "the spacing of the kernel's taps"},
+    {"groups", LK_LAYER_INT, 0, "1", 1, LAYER_SIZE_MAX, NULL,
+     "channel groups, each convolved alone (in_channels: depthwise); "
+     "divides both channel counts"},
     {NULL, 0, 0, NULL, 0, 0, NULL, NULL}};
+
+static const int where[] = {
+    [WIN_OUT] = OUT,         [WIN_KERNEL] = KERNEL,     [WIN_STRIDE] = STRIDE,
+    [WIN_PADDING] = PADDING, [WIN_DILATION] = DILATION, [WIN_GROUPS] = GROUPS};
 
 static int infer(lk_layer *l, int n_in, const lk_layer_shape *in,
                  lk_layer_shape *out) {
   (void)n_in, (void)in;
-  lk_nn_pool2d g;
   int rc = layer_need_image(l);
   if (rc == 0)
     rc = layer_check_input(l, IN, l->in.d[0]);
-  if (rc == 0)
-    rc = lk__layer_window(l, true, l->args[OUT].i, KERNEL, STRIDE, PADDING, &g,
-                          out);
-  if (rc == 0)
-    *(lk_nn_conv2d *)l->state = (lk_nn_conv2d){
-        g.n,  g.c,        g.h,        g.w,     l->args[OUT].i, g.kh,
-        g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w};
-  return rc;
+  return rc ? rc : lk__layer_conv(l, false, where, l->state, out);
 }
 
 static int tensors(const lk_layer *l, lk_layer_tensor *t) {
   size_t oc = (size_t)l->args[OUT].i;
   layer_tensor(&t[0], "weight", LK_LAYER_PARAM, LK_F32, 4, oc,
-               (size_t)l->in.d[0], (size_t)l->args[KERNEL].i,
-               (size_t)l->args[KERNEL].j);
+               (size_t)(l->in.d[0] / l->args[GROUPS].i),
+               (size_t)l->args[KERNEL].i, (size_t)l->args[KERNEL].j);
   if (!l->args[BIAS].i)
     return 1;
   layer_tensor(&t[1], "bias", LK_LAYER_PARAM, LK_F32, 1, oc, 0, 0, 0);
@@ -66,25 +68,11 @@ static int backward(lk_layer *l, lk_nn *nn, float *const *dx, const float *dy,
                                dy, x[0], layer_data(l, 0));
 }
 
+/* Conv, with dilations and group */
 static int onnx(const lk_layer *l, lk_onnx *g, const char *const *in,
                 const char *out, const char *prefix) {
-  const lk_nn_conv2d *c = l->state;
-  lk_nn_pool2d p = {.kh = c->kh,
-                    .kw = c->kw,
-                    .stride_h = c->stride_h ? c->stride_h : 1,
-                    .stride_w = c->stride_w ? c->stride_w : 1,
-                    .pad_h = c->pad_h,
-                    .pad_w = c->pad_w};
-  lk_onnx_attr a[3];
-  int64_t ints[8];
-  lk__layer_onnx_window(&p, a, ints);
-  char w[128], b[128];
-  bool bias = l->args[BIAS].i;
-  int rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
-  if (rc == 0 && bias)
-    rc = lk__layer_onnx_tensor(l, g, prefix, 1, b, sizeof b);
-  const char *x[3] = {in[0], w, b};
-  return rc ? rc : layer_onnx_op(g, "Conv", x, bias ? 3 : 2, out, a, 3);
+  return lk__layer_onnx_conv(l, g, in, out, prefix, l->state, false,
+                             l->args[BIAS].i);
 }
 
 const lk_layer_type lk__layer_conv2d = {

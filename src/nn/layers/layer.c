@@ -367,7 +367,7 @@ static const lk_layer_type *named(const char *p, const char *end,
   const lk_layer_type *t = lk_layer_find(p, (size_t)(e - p));
   if (t)
     return t;
-  char known[256] = "";
+  char known[1024] = ""; /* every built-in name, and the joins */
   for (size_t i = 0; i < N_BUILTIN; i++) {
     size_t used = strlen(known);
     snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",

@@ -96,6 +96,21 @@ const char *lk__layer_onnx_const(lk_onnx *g, const char *hint, const float *v,
 void lk__layer_onnx_window(const lk_nn_pool2d *p, lk_onnx_attr *a,
                            int64_t *ints);
 
+/* Conv from C (conv1d's, ONE_D, on [N, C, L]; conv2d's on [N, C, H, W]):
+ * kernel_shape, strides, pads, dilations and group; weight and, BIAS, bias
+ * as L's tensors 0 and 1. */
+int lk__layer_onnx_conv(const lk_layer *l, lk_onnx *g, const char *const *in,
+                        const char *out, const char *prefix,
+                        const lk_nn_conv2d *c, bool one_d, bool bias);
+/* The adaptive pools' lowering (ONE_D on [N, C, L]): GlobalAveragePool
+ * for an output of 1, AveragePool when the bins are uniform (the input a
+ * multiple of the output), else a message naming the layer. */
+int lk__layer_onnx_adaptive(const lk_nn_adaptivepool2d *p, bool one_d,
+                            lk_onnx *g, const char *const *in, const char *out);
+/* The 1-d pools' kernel_shape, strides and pads (their width's) */
+void lk__layer_onnx_window1d(const lk_nn_pool2d *p, lk_onnx_attr *a,
+                             int64_t *ints);
+
 /* conv2d's and the pools' geometry (window.c): the output [C', H', W'] in
  * *OUT from the input image, *G the kit's; CONV: a kernel (OC output
  * channels, stride 1 by default), else a window (stride its size). The
@@ -106,6 +121,29 @@ int lk__layer_window(lk_layer *l, bool conv, int oc, int kernel, int stride,
 /* The pools' arguments (window.c) */
 extern const lk_layer_arg lk__layer_pool_args[];
 enum { POOL_KERNEL, POOL_STRIDE, POOL_PADDING };
+/* ... of the 1-d pools: ints, not pairs, in the same order */
+extern const lk_layer_arg lk__layer_pool1d_args[];
+
+/* A sequence [C, L] or a message. */
+static inline int layer_need_sequence(const lk_layer *l) {
+  char a[64];
+  if (l->in.ndim == 2)
+    return 0;
+  return lk__err(LK_ECONFIG,
+                 "input %s; expected a sequence [C, L] (the data's samples, "
+                 "or a conv1d's or a 1-d pool's output)",
+                 lk_layer_shape_text(&l->in, a, sizeof a));
+}
+
+/* conv1d's and conv2d's geometry (window.c): ARG[WIN_*] the indices of
+ * their arguments; ONE_D: the input is [C, L] and the arguments ints, else
+ * [C, H, W] and pairs. C receives the kernel's sizes (n = 1), OUT the
+ * output's shape; groups not dividing both channel counts is an error. */
+enum { WIN_OUT, WIN_KERNEL, WIN_STRIDE, WIN_PADDING, WIN_DILATION, WIN_GROUPS };
+int lk__layer_conv(lk_layer *l, bool one_d, const int *arg, lk_nn_conv2d *c,
+                   lk_layer_shape *out);
+/* The 1-d pools' geometry: G the pool over [C, 1, L], OUT [C, L']. */
+int lk__layer_pool1d(lk_layer *l, lk_nn_pool2d *g, lk_layer_shape *out);
 
 /* ReLU's table, which max-pool fuses */
 extern const lk_layer_type lk__layer_relu;

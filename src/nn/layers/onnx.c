@@ -46,3 +46,75 @@ void lk__layer_onnx_window(const lk_nn_pool2d *p, lk_onnx_attr *a,
   a[2] = (lk_onnx_attr){
       .name = "pads", .type = LK_ONNX_INTS, .ints = ints + 4, .n = 4};
 }
+
+int lk__layer_onnx_conv(const lk_layer *l, lk_onnx *g, const char *const *in,
+                        const char *out, const char *prefix,
+                        const lk_nn_conv2d *c, bool one_d, bool bias) {
+  /* the 2-d values, or the 1-d ones (the width's) of a [N, C, L] input */
+  int64_t v[10] = {c->kh,
+                   c->kw,
+                   c->stride_h ? c->stride_h : 1,
+                   c->stride_w ? c->stride_w : 1,
+                   c->pad_h,
+                   c->pad_w,
+                   c->pad_h,
+                   c->pad_w,
+                   c->dilation_h ? c->dilation_h : 1,
+                   c->dilation_w ? c->dilation_w : 1};
+  int64_t d1[10] = {v[1], v[3], v[5], v[7], v[9]};
+  const int64_t *ints = one_d ? d1 : v;
+  size_t n = one_d ? 1 : 2;
+  lk_onnx_attr a[5] = {
+      {.name = "kernel_shape", .type = LK_ONNX_INTS, .ints = ints, .n = n},
+      {.name = "strides", .type = LK_ONNX_INTS, .ints = ints + n, .n = n},
+      {.name = "pads", .type = LK_ONNX_INTS, .ints = ints + 2 * n, .n = 2 * n},
+      {.name = "dilations", .type = LK_ONNX_INTS, .ints = ints + 4 * n, .n = n},
+      {.name = "group", .type = LK_ONNX_INT, .i = c->groups ? c->groups : 1}};
+  char w[128], b[128];
+  int rc = lk__layer_onnx_tensor(l, g, prefix, 0, w, sizeof w);
+  if (rc == 0 && bias)
+    rc = lk__layer_onnx_tensor(l, g, prefix, 1, b, sizeof b);
+  const char *x[3] = {in[0], w, b};
+  return rc ? rc : layer_onnx_op(g, "Conv", x, bias ? 3 : 2, out, a, 5);
+}
+
+void lk__layer_onnx_window1d(const lk_nn_pool2d *p, lk_onnx_attr *a,
+                             int64_t *ints) {
+  int64_t v[4] = {p->kw, p->stride_w ? p->stride_w : p->kw, p->pad_w, p->pad_w};
+  memcpy(ints, v, sizeof v);
+  a[0] = (lk_onnx_attr){
+      .name = "kernel_shape", .type = LK_ONNX_INTS, .ints = ints, .n = 1};
+  a[1] = (lk_onnx_attr){
+      .name = "strides", .type = LK_ONNX_INTS, .ints = ints + 1, .n = 1};
+  a[2] = (lk_onnx_attr){
+      .name = "pads", .type = LK_ONNX_INTS, .ints = ints + 2, .n = 2};
+}
+
+int lk__layer_onnx_adaptive(const lk_nn_adaptivepool2d *p, bool one_d,
+                            lk_onnx *g, const char *const *in,
+                            const char *out) {
+  const char *name = one_d ? "adaptiveavgpool1d" : "adaptiveavgpool2d";
+  if (p->oh == 1 && p->ow == 1)
+    return layer_onnx_op(g, "GlobalAveragePool", in, 1, out, NULL, 0);
+  if (p->h % p->oh || p->w % p->ow)
+    return one_d ? lk__err(LK_EINVAL,
+                           "%s: output_size %d over a length of %d: ONNX has "
+                           "no adaptive pool, and these bins are uneven (no "
+                           "AveragePool makes them); make the length a "
+                           "multiple of output_size",
+                           name, p->ow, p->w)
+                 : lk__err(LK_EINVAL,
+                           "%s: output_size %d x %d over %d x %d: ONNX has no "
+                           "adaptive pool, and these bins are uneven (no "
+                           "AveragePool makes them); make the input a "
+                           "multiple of output_size",
+                           name, p->oh, p->ow, p->h, p->w);
+  int64_t v[4] = {p->h / p->oh, p->w / p->ow, p->h / p->oh, p->w / p->ow};
+  int64_t z[4] = {0, 0, 0, 0};
+  size_t n = one_d ? 1 : 2;
+  lk_onnx_attr a[3] = {
+      {.name = "kernel_shape", .type = LK_ONNX_INTS, .ints = v + 2 - n, .n = n},
+      {.name = "strides", .type = LK_ONNX_INTS, .ints = v + 4 - n, .n = n},
+      {.name = "pads", .type = LK_ONNX_INTS, .ints = z, .n = 2 * n}};
+  return layer_onnx_op(g, "AveragePool", in, 1, out, a, 3);
+}
