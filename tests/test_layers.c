@@ -128,6 +128,9 @@ static void parsing(void **state) {
   assert_string_equal(l.args[0].word, "tanh");
   lk_layer_free(&l);
   refused("maxpol2d(2)", "unknown layer maxpol2d; expected one of conv2d, ");
+  /* the whole list, the last built-in and the joins too (the message was
+   * once cut at 256 bytes) */
+  refused("maxpol2d(2)", "adaptiveavgpool2d, add(@NAME), cat(@NAME)");
   refused("conv2d(4, 3, pad=1)", "conv2d takes no argument pad (it takes: "
                                  "out_channels, kernel_size, stride, padding, "
                                  "bias, in_channels, dilation, groups)");
