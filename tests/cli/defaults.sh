@@ -241,12 +241,16 @@ embedding Embedding -
 leakyrelu LeakyReLU -
 elu ELU -
 softplus Softplus -
+conv1d Conv1d -
+maxpool1d MaxPool1d -
+lstm LSTM -
 gpt.dropout Dropout p
 gpt.bias Linear bias
 TABLE
 cat >>"$T/differ" <<'TABLE'
 sequential maxpool2d.stride kernel_size torch's None: the window's size
 sequential avgpool2d.stride kernel_size torch's None: the window's size
+sequential maxpool1d.stride kernel_size torch's None: the window's size
 sequential gelu.approximate tanh the layer kit has the tanh form only; approximate='none' is refused, not approximated unseen
 gpt dropout 0 nanoGPT's GPTConfig.dropout = 0.0: the probability of its nn.Dropout(p) layers
 TABLE
@@ -277,6 +281,9 @@ linear flatten, linear(3, @)
 leakyrelu flatten, linear(8), leakyrelu(@), linear(3)
 elu flatten, linear(8), elu(@), linear(3)
 softplus flatten, linear(8), softplus(@), linear(3)
+conv1d flatten(2), conv1d(2, 3, @), flatten, linear(3)
+maxpool1d flatten(2), maxpool1d(2, @), flatten, linear(3)
+lstm flatten(2), lstm(4, @), flatten, linear(3)
 TABLE
 cat >"$T/net.ini" <<INI
 [loop]

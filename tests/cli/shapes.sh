@@ -148,7 +148,7 @@ refused "lstsq's A of 2^65 bytes: refused, naming m and n" \
 # large for the kit, whose message sequential quotes (lk_fail formatting
 # into the buffer it read garbled it).
 refused "sequential quotes the kit's message whole" \
-  'layers: layer 0 \(conv2d\): input \[65536, 1, 1\]: conv2d: input \[1, 65536, 1, 1\], weight \[65536, 65536, 1, 1\], stride 1 x 1, padding 0 x 0: too large' \
+  'layers: layer 0 \(conv2d\): input \[65536, 1, 1\]: conv2d: input \[1, 65536, 1, 1\], weight \[65536, 65536, 1, 1\], stride 1 x 1, padding 0 x 0, dilation 1 x 1, groups 1: too large' \
   -- "$T/seq.ini" --set declared.x_shape=65536,1,1 \
   --set sequential.layers='conv2d(65536, 1), flatten, linear(2)'
 finish
