@@ -36,7 +36,9 @@ LK=$T/root$bindir/loopkit
 cp -R "$LK_SRCDIR/examples/infer" "$T/infer"
 chmod -R u+w "$T/infer"
 rm -f "$T/infer/infer"
-pc make -s -C "$T/infer" >"$T/build.log" 2>&1
+# (with the sanitizers' flags when the library has them, as expert.sh
+# builds its programs: a program of an ASan library must load ASan first)
+pc make -s -C "$T/infer" CC="${LK_CC:-cc} ${LK_SANITIZE:-}" >"$T/build.log" 2>&1
 check "examples/infer builds with pkg-config loopkit only" test -x "$T/infer/infer"
 
 # ---- the example on Fashion-MNIST ---------------------------------------
@@ -159,7 +161,7 @@ int main(int argc, char **argv) {
 }
 C
 # shellcheck disable=SC2046
-pc sh -c "${CC:-cc} -Wall -Wextra -Werror '$T/api.c' -o '$T/api' \$(pkg-config --cflags --libs loopkit)" >"$T/api.log" 2>&1
+pc sh -c "${LK_CC:-cc} ${LK_SANITIZE:-} -Wall -Wextra -Werror '$T/api.c' -o '$T/api' \$(pkg-config --cflags --libs loopkit)" >"$T/api.log" 2>&1
 check "a program of the API builds with pkg-config loopkit only, -Werror" test -x "$T/api"
 installed "$T/api" "$T/blobs.ini" "$T/blobs/checkpoints/last.ckpt" "$T/other.ini" \
   "$T/nodata.ini" "$D/test_x.npy" >"$T/api.out" 2>&1
